@@ -1,0 +1,44 @@
+# posbench: one command from raw data to a publishable table. `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# Taken only when the environment has no torch yet: on this machine it is the local CPU wheel.
+# A GPU user points VENV at an environment that already holds a CUDA torch, which is kept.
+TORCH_SPEC ?= torch==2.13.0
+ENV_STAMP := $(VENV)/.posbench-installed
+
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(ENV_STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@if $(PY) -c "import torch" 2>/dev/null; then \
+		$(PY) -m pip install -q -e ".[dev]"; \
+	else \
+		$(PY) -m pip install -q "$(TORCH_SPEC)" -e ".[dev]"; \
+	fi
+	@touch $@
+
+env: $(ENV_STAMP) ## Create the environment (.venv) if missing
+
+test: $(ENV_STAMP) ## Run the test suite
+	$(PY) -m pytest -q tests
+
+demo: $(ENV_STAMP) ## Small real comparison on the synthetic tasks (CPU, about 10 minutes)
+	$(PY) -m pipelines.demo
+
+lint: $(ENV_STAMP) ## ruff over the tree
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(ENV_STAMP) ## Apply ruff's fixes and formatting
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+clean: ## Remove runs and results (keeps data and the environment)
+	rm -rf runs results
+
+.PHONY: help env test demo lint format clean

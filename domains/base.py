@@ -1,0 +1,217 @@
+"""The data spine every domain shares: a seeded infinite training stream and deterministic evaluation windows.
+
+Training: batch s of a run with seed k is built from samples s*B .. s*B+B-1 of the stream, and sample i is
+drawn by the domain from `numpy.random.default_rng([k, i])`. The order is therefore a function of (seed, step)
+only: identical for every encoding with the same seed and independent of the number of loader workers. The
+stream never ends: a run is bounded by max_steps.
+
+Resume: the stream restarts at the step the restored trainer has reached, so a resumed run sees exactly the
+batches the uninterrupted run would have. (A loader-state checkpoint, as torchdata's StatefulDataLoader saves
+inside Lightning's, is one batch ahead of the model: Lightning prefetches a batch before it runs the current one,
+and the resumed run would skip it. The stream's position is a pure function of the step, so no loader state
+is needed.)
+
+Evaluation: a fixed list of windows over the whole split, each tagged with its example and offset, scored in
+order; an example longer than the context is covered by sliding windows that each score only new tokens.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
+
+Window = tuple[np.ndarray, np.ndarray]  # (tokens int64 (T,), scored bool (T,))
+
+
+class EmptySplitError(ValueError):
+    """The domain has no example for this evaluation split (say, no task size in its length range)."""
+
+
+class TrainStream(IterableDataset):
+    """Infinite stream of training batches from `start_step` on; batch s holds samples s*B .. s*B+B-1 (this
+    rank's share). With loader workers, worker w of n produces steps start+w, start+w+n, ... and the loader
+    interleaves them back into step order."""
+
+    def __init__(
+        self,
+        draw: Callable[[np.random.Generator], Window],
+        seed: int,
+        batch_size: int,
+        start_step: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        self.draw, self.seed, self.batch_size, self.start_step = draw, seed, batch_size, start_step
+        self.rank, self.world_size = rank, world_size
+
+    def batch(self, step: int) -> dict[str, torch.Tensor]:
+        first = (step * self.world_size + self.rank) * self.batch_size
+        windows = [self.draw(np.random.default_rng([self.seed, first + i])) for i in range(self.batch_size)]
+        return {
+            "tokens": torch.from_numpy(np.stack([w[0] for w in windows]).astype(np.int64)),
+            "scored": torch.from_numpy(np.stack([w[1] for w in windows])),
+        }
+
+    def __iter__(self):
+        worker = get_worker_info()
+        n_workers, worker_id = (worker.num_workers, worker.id) if worker else (1, 0)
+        step = self.start_step + worker_id
+        while True:
+            yield self.batch(step)
+            step += n_workers
+
+
+@dataclass
+class EvalWindows(Dataset):
+    """A split as fixed windows: tokens (W, T), scored (W, T), example (W,), start (W,)."""
+
+    tokens: np.ndarray
+    scored: np.ndarray
+    example: np.ndarray
+    start: np.ndarray
+    n_examples: int
+    max_length: int  # longest example, for NLL by position
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {
+            "tokens": torch.from_numpy(self.tokens[i].astype(np.int64)),
+            "scored": torch.from_numpy(self.scored[i]),
+            "example": torch.tensor(self.example[i]),
+            "start": torch.tensor(self.start[i]),
+        }
+
+    @property
+    def window_length(self) -> int:
+        return self.tokens.shape[1]
+
+    def digest(self) -> str:
+        """sha256 over the windows, so runs can check they were scored on identical data."""
+        import hashlib
+
+        digest = hashlib.sha256()
+        for array in (self.tokens, self.scored, self.example, self.start):
+            digest.update(np.ascontiguousarray(array).tobytes())
+        return digest.hexdigest()
+
+
+def sliding_windows(length: int, context: int, stride: int) -> list[tuple[int, int]]:
+    """(start, first scored index) of windows covering tokens 1..length-1 of an example, each token scored once.
+
+    The first window starts at 0 and scores from token 1; each next window moves by `stride` and scores the
+    tokens the previous ones did not reach, with at least context - stride tokens of history; the last window
+    is aligned to the example's end.
+    """
+    if length > context and not 0 < stride < context:
+        raise ValueError(
+            f"an example of {length} tokens needs sliding windows with stride in 1..{context - 1} "
+            f"(context {context}) so each window's first scored token has history; got stride {stride}"
+        )
+    windows = [(0, 1)]
+    scored_until = min(length, context)
+    while scored_until < length:
+        start = min(windows[-1][0] + stride, length - context)
+        windows.append((start, scored_until))
+        scored_until = min(length, start + context)
+    return windows
+
+
+def windows_from_examples(
+    examples: list[np.ndarray],
+    context: int,
+    stride: int,
+    pad_id: int,
+    scored_masks: list[np.ndarray] | None = None,
+) -> EvalWindows:
+    """Cut examples into evaluation windows of `context` tokens (padded with `pad_id`, never scored)."""
+    tokens, scored, example_ids, starts = [], [], [], []
+    for i, example in enumerate(examples):
+        mask = scored_masks[i] if scored_masks is not None else np.ones(len(example), dtype=bool)
+        for start, first in sliding_windows(len(example), context, stride):
+            piece = example[start : start + context]
+            window = np.full(context, pad_id, dtype=np.int64)
+            window[: len(piece)] = piece
+            score = np.zeros(context, dtype=bool)
+            score[first - start : len(piece)] = mask[first : start + len(piece)]
+            score[0] = False
+            tokens.append(window)
+            scored.append(score)
+            example_ids.append(i)
+            starts.append(start)
+    return EvalWindows(
+        tokens=np.stack(tokens),
+        scored=np.stack(scored),
+        example=np.array(example_ids, dtype=np.int64),
+        start=np.array(starts, dtype=np.int64),
+        n_examples=len(examples),
+        max_length=max(len(e) for e in examples),
+    )
+
+
+class SequenceDataModule(L.LightningDataModule, ABC):
+    """Base DataModule: subclasses draw training windows and build evaluation windows."""
+
+    domain: ClassVar[str]
+    eval_split_names: ClassVar[tuple[str, ...]] = ("test",)
+
+    def __init__(self, *, context: int, batch_size: int, eval_batch_size: int, seed: int, num_workers: int = 0) -> None:
+        super().__init__()
+        self.context, self.batch_size, self.eval_batch_size = context, batch_size, eval_batch_size
+        self.seed, self.num_workers = seed, num_workers
+        self._windows: dict[str, EvalWindows] = {}
+
+    # ---- what a domain provides -----------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def vocab_size(self) -> int: ...
+
+    @abstractmethod
+    def draw_train_window(self, rng: np.random.Generator) -> Window:
+        """One training window of exactly `context` tokens and its scored mask, drawn from `rng` only."""
+
+    @abstractmethod
+    def build_eval_windows(self, split: str) -> EvalWindows: ...
+
+    def data_hashes(self) -> dict[str, str]:
+        """Hashes that identify the data (raw inputs and evaluation windows) for the run manifest."""
+        return {f"eval/{split}": self.eval_windows(split).digest() for split in self.eval_split_names}
+
+    def describe(self) -> dict[str, Any]:
+        return {"domain": self.domain, "vocab_size": self.vocab_size, "context": self.context}
+
+    # ---- loaders ---------------------------------------------------------------------------------------
+    def eval_windows(self, split: str) -> EvalWindows:
+        if split not in self._windows:
+            self._windows[split] = self.build_eval_windows(split)
+        return self._windows[split]
+
+    def train_stream(self) -> TrainStream:
+        """Lightning asks for the loader after restoring a checkpoint, so global_step is where training resumes."""
+        trainer = self.trainer
+        return TrainStream(
+            self.draw_train_window,
+            self.seed,
+            self.batch_size,
+            start_step=trainer.global_step if trainer else 0,
+            rank=trainer.global_rank if trainer else 0,
+            world_size=trainer.world_size if trainer else 1,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        # batch_size=None: the stream yields whole batches, so the order does not depend on num_workers
+        return DataLoader(self.train_stream(), batch_size=None, num_workers=self.num_workers)
+
+    def eval_dataloader(self, split: str) -> DataLoader:
+        return DataLoader(self.eval_windows(split), batch_size=self.eval_batch_size, shuffle=False)
+
+    def val_dataloader(self) -> DataLoader:
+        return self.eval_dataloader("val")

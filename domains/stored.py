@@ -1,0 +1,105 @@
+"""Base for domains prepared once from raw files into a token store (JSB, MAESTRO, HRG, Sleep-EDF).
+
+A domain subclass names its raw files and turns them into token arrays per split; this class fetches them
+(network or mirror), skips preparation when the store was built from the same raw bytes with the same
+settings, and serves training windows and evaluation windows from the memory-mapped store.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from domains.base import EvalWindows, SequenceDataModule, Window, windows_from_examples
+from domains.fetch import fetch, store_dir
+from domains.store import SPLITS, Split, is_current, read_meta, read_split, sha256_file, write_store
+
+
+@dataclass(frozen=True)
+class RawFile:
+    relpath: str  # inside raw/<domain>/ and inside the mirror's <domain>/ folder
+    url: str
+    sha256: str | None = None
+
+
+class StoredDataModule(SequenceDataModule):
+    pad_id: ClassVar[int]
+    eval_split_names = ("test",)
+
+    def __init__(self, *, store: str | Path | None = None, eval_stride: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.store = Path(store) if store else store_dir(self.domain)
+        self.eval_stride = eval_stride or self.context // 2
+        self._splits: dict[str, Split] = {}
+
+    # ---- what a stored domain provides ------------------------------------------------------------------
+    @abstractmethod
+    def raw_files(self) -> list[RawFile]: ...
+
+    @abstractmethod
+    def build_splits(self, raw: dict[str, Path]) -> tuple[dict[str, list[np.ndarray]], dict[str, Any]]:
+        """Token arrays per split (train/val/test) and extra meta.json entries, from the fetched raw files."""
+
+    def preparation_settings(self) -> dict[str, Any]:
+        """Settings that change the store's content; a store built with other settings is rebuilt."""
+        return {}
+
+    # ---- preparation --------------------------------------------------------------------------------------
+    def prepare_data(self) -> dict[str, Any]:
+        """Fetch raw files and build the store unless it is current. Returns meta.json's content."""
+        raw = {f.relpath: fetch(self.domain, f.relpath, f.url, f.sha256) for f in self.raw_files()}
+        hashes = {relpath: sha256_file(path) for relpath, path in raw.items()}
+        settings = self.preparation_settings()
+        meta = read_meta(self.store)
+        if is_current(meta, hashes, settings=settings):
+            return meta
+        splits, extra = self.build_splits(raw)
+        return write_store(
+            self.store,
+            domain=self.domain,
+            vocab_size=self.vocab_size,
+            splits=splits,
+            raw_sha256=hashes,
+            extra={"settings": settings, **extra},
+        )
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        meta = read_meta(self.store)
+        if meta is None:
+            raise FileNotFoundError(
+                f"{self.store}/meta.json: the {self.domain} store is not prepared; run `make data-{self.domain}`"
+            )
+        return meta
+
+    def split(self, name: str) -> Split:
+        if name not in SPLITS:
+            raise ValueError(f"unknown split {name!r}; valid: {SPLITS}")
+        if name not in self._splits:
+            self._splits[name] = read_split(self.store, name)
+        return self._splits[name]
+
+    # ---- windows ------------------------------------------------------------------------------------------
+    def draw_train_window(self, rng: np.random.Generator) -> Window:
+        """A uniformly chosen training example, and a uniformly placed window of `context` tokens in it."""
+        train = self.split("train")
+        example = train.example(int(rng.integers(len(train))))
+        start = int(rng.integers(max(1, len(example) - self.context + 1)))
+        piece = example[start : start + self.context]
+        tokens = np.full(self.context, self.pad_id, dtype=np.int64)
+        tokens[: len(piece)] = piece
+        scored = np.zeros(self.context, dtype=bool)
+        scored[1 : len(piece)] = True
+        return tokens, scored
+
+    def build_eval_windows(self, split: str) -> EvalWindows:
+        data = self.split(split)
+        examples = [np.asarray(data.example(i)) for i in range(len(data))]
+        return windows_from_examples(examples, self.context, self.eval_stride, self.pad_id)
+
+    def data_hashes(self) -> dict[str, str]:
+        return {**{f"raw/{k}": v for k, v in self.meta["raw_sha256"].items()}, **super().data_hashes()}

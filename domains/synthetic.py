@@ -1,0 +1,101 @@
+"""The synthetic domain: Chomsky-hierarchy tasks and probes (paper 000, appendix E), generated from a seed.
+
+Each example is the ASCII string `PREFIX:input>answer`, one token per byte (vocabulary 128; byte 0 pads and is
+never produced by a task). Only the answer span is scored. Training examples of at most `context` bytes are
+drawn from the seeded stream; evaluation uses fixed sets generated from a seed that does not depend on the run's
+seed, so every encoding and seed is scored on the same examples:
+
+  val      task sizes 1..n(context)                    (monitoring only; its own examples)
+  test     task sizes 1..n(context)                    (in distribution)
+  test_2x  task sizes n(context)+1..n(2 context)       (up to twice the training length)
+  test_8x  task sizes n(4 context)+1..n(8 context)     (between four and eight times)
+
+where n(B) is the largest task size whose every rendering fits in B bytes. A split whose size range is empty
+(a task bounded by its alphabet) is skipped with that reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from domains.base import EmptySplitError, EvalWindows, SequenceDataModule, Window, windows_from_examples
+from domains.synthetic_tasks import Example, Task, get_task, sample_example
+
+PAD_ID = 0
+VOCAB_SIZE = 128
+EVAL_ENTROPY = 0x5EED_E7A1  # evaluation sets come from SeedSequence([EVAL_ENTROPY, split, index])
+SIZE_FACTORS = {"val": (0, 1), "test": (0, 1), "test_2x": (1, 2), "test_8x": (4, 8)}
+
+
+def encode(example: Example, length: int) -> Window:
+    """Bytes of the example padded to `length`, with the answer span marked as scored."""
+    data = example.text.encode("ascii")
+    if len(data) > length:
+        raise ValueError(f"example of {len(data)} bytes does not fit a window of {length}: {example.text!r}")
+    tokens = np.full(length, PAD_ID, dtype=np.int64)
+    tokens[: len(data)] = np.frombuffer(data, dtype=np.uint8)
+    scored = np.zeros(length, dtype=bool)
+    scored[len(example.prompt) : len(data)] = True
+    return tokens, scored
+
+
+class SyntheticDataModule(SequenceDataModule):
+    domain = "synthetic"
+    eval_split_names = ("test", "test_2x", "test_8x")
+
+    def __init__(self, *, task: str, eval_examples: int = 500, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.task: Task = get_task(task)
+        self.task.max_length(self.context)  # a context too short for the task fails here, naming both
+        self.eval_examples = eval_examples
+
+    @property
+    def vocab_size(self) -> int:
+        return VOCAB_SIZE
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "task": self.task.name, "chance": self.task.chance}
+
+    def draw_train_window(self, rng: np.random.Generator) -> Window:
+        return encode(sample_example(self.task, rng, max_bytes=self.context), self.context)
+
+    def size_range(self, split: str) -> tuple[int, int]:
+        low, high = SIZE_FACTORS[split]
+        first = self.task.max_length(low * self.context) + 1 if low else 1
+        return first, self.task.max_length(high * self.context)
+
+    def examples(self, split: str) -> list[Example]:
+        first, last = self.size_range(split)
+        if first > last:
+            raise EmptySplitError(
+                f"task {self.task.name} has no size between {first} and {last} for {split} "
+                f"(context {self.context} bytes)"
+            )
+        split_id = list(SIZE_FACTORS).index(split)
+        return [
+            sample_example(
+                self.task,
+                np.random.default_rng([EVAL_ENTROPY, split_id, i]),
+                max_bytes=SIZE_FACTORS[split][1] * self.context,
+                min_length=first,
+                max_length=last,
+            )
+            for i in range(self.eval_examples)
+        ]
+
+    def build_eval_windows(self, split: str) -> EvalWindows:
+        length = SIZE_FACTORS[split][1] * self.context
+        encoded = [encode(example, length) for example in self.examples(split)]
+        tokens = [e[0] for e in encoded]
+        return windows_from_examples(tokens, length, length, PAD_ID, scored_masks=[e[1] for e in encoded])
+
+    def data_hashes(self) -> dict[str, str]:
+        hashes = {}
+        for split in self.eval_split_names:
+            try:
+                hashes[f"eval/{split}"] = self.eval_windows(split).digest()
+            except EmptySplitError as err:
+                hashes[f"eval/{split}"] = f"empty: {err}"
+        return hashes

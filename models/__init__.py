@@ -1,0 +1,1 @@
+"""The shared decoder, its positional encodings and the training module."""

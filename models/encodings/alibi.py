@@ -1,0 +1,42 @@
+"""ALiBi: attention with linear biases (Press et al., 2022; paper 002 in ../shared/papers).
+
+    score(i, j) = q_i . k_j / sqrt(d) - s_h * (i - j)    for j <= i
+
+Head h = 1..n gets slope s_h = 2^(-8h/n) when n is a power of two. Otherwise, with m the largest power of two
+below n, the first m heads take the slopes for m heads and the remaining n - m heads take every other slope
+(the odd-numbered ones) of the 2m-head sequence (the rule of the ALiBi reference code).
+"""
+
+import math
+
+import torch
+
+from models.encodings.base import PositionalEncoding, register
+
+
+def alibi_slopes(n_head: int) -> list[float]:
+    def power_of_two_slopes(n: int) -> list[float]:
+        return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
+
+    if n_head & (n_head - 1) == 0:
+        return power_of_two_slopes(n_head)
+    m = 2 ** math.floor(math.log2(n_head))
+    return power_of_two_slopes(m) + power_of_two_slopes(2 * m)[0::2][: n_head - m]
+
+
+@register
+class ALiBi(PositionalEncoding):
+    name = "alibi"
+    mechanism = "bias"
+
+    def __init__(self, **dims: int) -> None:
+        super().__init__(**dims)
+        self.register_buffer("slopes", torch.tensor(alibi_slopes(self.n_head)), persistent=False)
+
+    def prepare(self, pos: torch.Tensor) -> torch.Tensor:
+        pos = super().prepare(pos).float()
+        distance = pos[:, None] - pos[None, :]  # i - j
+        return -self.slopes[:, None, None] * distance  # (H, T, T); above the diagonal the mask takes over
+
+    def logit_bias(self, state, layer):
+        return state

@@ -1,0 +1,170 @@
+"""The shared decoder: a nanoGPT-style causal transformer that trains every positional encoding.
+
+Read top to bottom: config -> attention -> MLP -> block -> model. The positional encoding is one object
+(`models.encodings`) consulted at its hook point; the model itself carries no positional signal of its own.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from models.encodings import PositionalEncoding, build_encoding
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int
+    context: int  # training context L (tokens); encodings derive their band split etc. from it
+    n_layer: int = 4
+    n_head: int = 4
+    d_model: int = 128
+    dropout: float = 0.0
+    bias: bool = False
+    norm: str = "layernorm"  # "layernorm" | "rmsnorm"
+    tie_embeddings: bool = True
+    mlp_ratio: int = 4
+    pe: str = "rope"
+    pe_options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.norm not in ("layernorm", "rmsnorm"):
+            raise ValueError(f"norm must be 'layernorm' or 'rmsnorm', got {self.norm!r}")
+        if self.d_model % self.n_head:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_head={self.n_head}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def make_norm(cfg: GPTConfig) -> nn.Module:
+    if cfg.norm == "rmsnorm":
+        return nn.RMSNorm(cfg.d_model)
+    return nn.LayerNorm(cfg.d_model, bias=cfg.bias)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: GPTConfig, layer: int, encoding: PositionalEncoding) -> None:
+        super().__init__()
+        self.layer = layer
+        self.n_head = cfg.n_head
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
+        self.dropout = cfg.dropout
+        self.resid_dropout = nn.Dropout(cfg.dropout)
+        # Held in a list so the encoding's parameters are registered once, on the model, not per layer.
+        self._encoding = [encoding]
+
+    def forward(self, x: torch.Tensor, state: Any) -> torch.Tensor:
+        B, T, C = x.shape
+        encoding = self._encoding[0]
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)
+        dropout_p = self.dropout if self.training else 0.0
+        if encoding.mechanism == "scores":
+            y = encoding.attend(q, k, v, state, self.layer, dropout_p)
+        else:
+            if encoding.mechanism == "qk":
+                q, k = encoding.transform_qk(q, k, state, x, self.layer)
+            if encoding.mechanism == "bias":
+                bias = encoding.logit_bias(state, self.layer).to(q.dtype)
+                mask = bias.masked_fill(causal_future(T, x.device), float("-inf"))
+                y = F.scaled_dot_product_attention(
+                    q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=encoding.softmax_scale
+                )
+            else:
+                y = F.scaled_dot_product_attention(
+                    q, k, v, is_causal=True, dropout_p=dropout_p, scale=encoding.softmax_scale
+                )
+        y = y.transpose(1, 2).reshape(B, T, -1)
+        return self.resid_dropout(self.proj(y))
+
+
+def causal_future(T: int, device: torch.device) -> torch.Tensor:
+    """(T, T) bool, True where key j lies in the future of query i (j > i)."""
+    return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.fc = nn.Linear(cfg.d_model, cfg.mlp_ratio * cfg.d_model, bias=cfg.bias)
+        self.proj = nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model, bias=cfg.bias)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.proj(F.gelu(self.fc(x))))
+
+
+class Block(nn.Module):
+    """Pre-norm block: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, cfg: GPTConfig, layer: int, encoding: PositionalEncoding) -> None:
+        super().__init__()
+        self.norm_attn = make_norm(cfg)
+        self.attn = CausalSelfAttention(cfg, layer, encoding)
+        self.norm_mlp = make_norm(cfg)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: torch.Tensor, state: Any) -> torch.Tensor:
+        x = x + self.attn(self.norm_attn(x), state)
+        return x + self.mlp(self.norm_mlp(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.encoding = build_encoding(
+            cfg.pe,
+            dict(cfg.pe_options),
+            n_layer=cfg.n_layer,
+            n_head=cfg.n_head,
+            d_model=cfg.d_model,
+            context=cfg.context,
+        )
+        self.token_embedding = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.embedding_dropout = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg, layer, self.encoding) for layer in range(cfg.n_layer))
+        self.norm_final = make_norm(cfg)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.head.weight = self.token_embedding.weight
+        self._init_gpt2()
+
+    def _init_gpt2(self) -> None:
+        """GPT-2 init: N(0, 0.02) for weights, zero biases, residual projections scaled by 1/sqrt(2 n_layer).
+        The encoding's own parameters keep the initialisation its paper specifies."""
+        for name, module in self.named_modules():
+            if name.startswith("encoding"):
+                continue
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        for name, param in self.named_parameters():
+            if name.endswith("proj.weight") and not name.startswith("encoding"):
+                nn.init.normal_(param, mean=0.0, std=0.02 / math.sqrt(2 * self.cfg.n_layer))
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, tokens: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
+        """tokens: (B, T) -> logits (B, T, vocab). `pos` defaults to 0..T-1."""
+        T = tokens.shape[1]
+        if pos is None:
+            pos = torch.arange(T, device=tokens.device)
+        state = self.encoding.prepare(pos)
+        x = self.token_embedding(tokens)
+        if self.encoding.mechanism == "embedding":
+            x = self.encoding.embed(x, state)
+        x = self.embedding_dropout(x)
+        for block in self.blocks:
+            x = block(x, state)
+        return self.head(self.norm_final(x))

@@ -1,0 +1,175 @@
+"""The LightningModule shared by every domain and encoding, and the deterministic evaluation pass.
+
+Batches are dicts:
+  tokens  (B, T) long   a window of tokens; the model reads tokens[:, :-1] and predicts tokens[:, 1:]
+  scored  (B, T) bool   which tokens are scored as targets (padding never; synthetic: the answer span only).
+                        Token 0 of a window has no context and is never scored.
+  example (B,)   long   evaluation only: the test example the window belongs to
+  start   (B,)   long   evaluation only: offset of the window inside its example (for NLL by position)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from models.gpt import GPT, GPTConfig
+
+
+class NonFiniteLossError(RuntimeError):
+    """Raised when a training loss is NaN or infinite; the last good checkpoint stays as it was."""
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 6e-4
+    min_lr: float = 6e-5
+    warmup_steps: int = 50
+    max_steps: int = 3000  # sizes the schedule; never taken from trainer.estimated_stepping_batches
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.99
+    grad_clip: float = 1.0  # global norm over the default groups; 0 disables
+
+    def lr_at(self, step: int) -> float:
+        """Linear warmup to `lr` over `warmup_steps`, then cosine decay to `min_lr` at `max_steps`."""
+        if step < self.warmup_steps:
+            return self.lr * (step + 1) / self.warmup_steps
+        progress = min(1.0, (step - self.warmup_steps) / max(1, self.max_steps - self.warmup_steps))
+        return self.min_lr + 0.5 * (self.lr - self.min_lr) * (1.0 + math.cos(math.pi * progress))
+
+
+def token_nll(model: GPT, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-target NLL (B, T-1), argmax correctness (B, T-1) and the scored mask (B, T-1)."""
+    tokens = batch["tokens"]
+    logits = model(tokens[:, :-1]).float()
+    targets = tokens[:, 1:]
+    nll = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+    correct = logits.argmax(dim=-1) == targets
+    return nll, correct, batch["scored"][:, 1:]
+
+
+class DecoderLM(L.LightningModule):
+    def __init__(self, model: dict[str, Any], optim: dict[str, Any]) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.model_cfg = GPTConfig(**model)
+        self.optim_cfg = OptimConfig(**optim)
+        self.model = GPT(self.model_cfg)
+
+    # ---- training -----------------------------------------------------------------------------------
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        nll, _, scored = token_nll(self.model, batch)
+        n_scored = scored.sum()
+        loss = (nll * scored).sum() / n_scored.clamp_min(1)
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(
+                f"loss is {loss.item()} at step {self.global_step}; training stopped, the last good checkpoint "
+                "is kept and no results are written for this run"
+            )
+        self.log("train/loss", loss, prog_bar=True)
+        self.log("lr", self.lr_schedulers().get_last_lr()[0])
+        return loss
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        nll, _, scored = token_nll(self.model, batch)
+        loss = (nll * scored).sum() / scored.sum().clamp_min(1)
+        self.log("val/loss", loss, prog_bar=True, batch_size=batch["tokens"].shape[0])
+
+    def configure_optimizers(self):
+        """AdamW. The encoding's own groups first; then weight decay on matrices only (ndim >= 2)."""
+        cfg = self.optim_cfg
+        groups = [dict(group) for group in self.model.encoding.optimizer_groups()]
+        claimed = {id(p) for group in groups for p in group["params"]}
+        seen: set[int] = set()
+        decay, no_decay = [], []
+        for param in self.model.parameters():  # tied weights appear once
+            if id(param) in claimed or id(param) in seen or not param.requires_grad:
+                continue
+            seen.add(id(param))
+            (decay if param.ndim >= 2 else no_decay).append(param)
+        groups += [
+            {"params": decay, "weight_decay": cfg.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ]
+        optimizer = torch.optim.AdamW(
+            [g for g in groups if g["params"]], lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=False
+        )
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: cfg.lr_at(step) / cfg.lr)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
+        """Groups with their own "clip_norm" are clipped on their own; the rest share `grad_clip`."""
+        shared = []
+        for group in optimizer.param_groups:
+            if group.get("clip_norm"):
+                torch.nn.utils.clip_grad_norm_(group["params"], group["clip_norm"])
+            else:
+                shared.extend(group["params"])
+        if self.optim_cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(shared, self.optim_cfg.grad_clip)
+
+
+@dataclass
+class EvalResult:
+    """Per-example and per-position metrics of one deterministic pass over an evaluation split."""
+
+    nll: np.ndarray  # (N,) mean NLL in nats over each example's scored tokens
+    tokens: np.ndarray  # (N,) scored tokens per example
+    correct: np.ndarray  # (N,) argmax-correct scored tokens per example
+    position_nll_sum: np.ndarray  # (P,) summed NLL of the scored tokens at each position
+    position_tokens: np.ndarray  # (P,)
+
+    def summary(self) -> dict[str, float | int]:
+        tokens = self.tokens.sum()
+        return {
+            "nll": float(np.mean(self.nll)),
+            "token_nll": float((self.nll * self.tokens).sum() / max(1, tokens)),
+            "accuracy": float(np.mean(self.correct / np.maximum(self.tokens, 1))),
+            "exact_match": float(np.mean(self.correct == self.tokens)),
+            "examples": int(len(self.nll)),
+            "tokens": int(tokens),
+        }
+
+    def to_dict(self) -> dict[str, np.ndarray]:
+        return asdict(self)
+
+
+@torch.no_grad()
+def evaluate(model: GPT, loader, n_examples: int, max_length: int, device: torch.device | str = "cpu") -> EvalResult:
+    """Score every window of `loader`, accumulating per example and per absolute position."""
+    was_training = model.training
+    model.eval()
+    nll_sum = torch.zeros(n_examples, dtype=torch.float64)
+    tokens = torch.zeros(n_examples, dtype=torch.long)
+    correct = torch.zeros(n_examples, dtype=torch.long)
+    pos_sum = torch.zeros(max_length, dtype=torch.float64)
+    pos_tokens = torch.zeros(max_length, dtype=torch.long)
+    for batch in loader:
+        batch = {key: value.to(device) for key, value in batch.items()}
+        nll, hit, scored = token_nll(model, batch)
+        nll, hit, scored = nll.double().cpu(), hit.cpu(), scored.cpu()
+        example = batch["example"].cpu()
+        nll_sum.index_add_(0, example, (nll * scored).sum(1))
+        tokens.index_add_(0, example, scored.sum(1))
+        correct.index_add_(0, example, (hit & scored).sum(1))
+        positions = batch["start"].cpu()[:, None] + torch.arange(1, nll.shape[1] + 1)[None, :]
+        pos_sum.index_add_(0, positions[scored], nll[scored])
+        pos_tokens.index_add_(0, positions[scored], torch.ones_like(positions[scored]))
+    model.train(was_training)
+    if (tokens == 0).any():
+        missing = torch.nonzero(tokens == 0).flatten()[:5].tolist()
+        raise RuntimeError(f"evaluation scored no token for examples {missing}: the split or its windows are wrong")
+    return EvalResult(
+        nll=(nll_sum / tokens).numpy(),
+        tokens=tokens.numpy(),
+        correct=correct.numpy(),
+        position_nll_sum=pos_sum.numpy(),
+        position_tokens=pos_tokens.numpy(),
+    )

@@ -1,0 +1,1 @@
+"""Entry points: train, evaluate, compare, samples, demo. Hydra lives here and nowhere else."""

@@ -1,0 +1,224 @@
+"""The data spine: seeded stream order, evaluation windows, the token store, fetching."""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from domains.base import sliding_windows, windows_from_examples
+from domains.fetch import FetchError, fetch
+from domains.store import read_split
+from domains.stored import RawFile, StoredDataModule
+from domains.synthetic import SyntheticDataModule
+from pipelines.config import build_datamodule, compose_config
+
+
+def first_batches(datamodule, n=3):
+    loader = iter(datamodule.train_dataloader())
+    return [next(loader) for _ in range(n)]
+
+
+def test_token_order_is_identical_across_encodings_and_differs_across_seeds():
+    batches = {}
+    for pe in ("rope10k", "nope", "ape_learned"):
+        for seed in (0, 1):
+            cfg = compose_config(["debug=fast", f"pe={pe}", f"seed={seed}", "domain.args.task=reverse_string"])
+            batches[pe, seed] = first_batches(build_datamodule(cfg))
+    for pe in ("nope", "ape_learned"):
+        for seed in (0, 1):
+            for a, b in zip(batches["rope10k", seed], batches[pe, seed], strict=True):
+                assert torch.equal(a["tokens"], b["tokens"]) and torch.equal(a["scored"], b["scored"])
+    assert not torch.equal(batches["rope10k", 0][0]["tokens"], batches["rope10k", 1][0]["tokens"])
+
+
+def test_stream_order_does_not_depend_on_loader_workers():
+    kwargs = dict(task="parity", context=32, batch_size=4, eval_batch_size=4, seed=3)
+    single = first_batches(SyntheticDataModule(**kwargs, num_workers=0), 4)
+    multi = first_batches(SyntheticDataModule(**kwargs, num_workers=2), 4)
+    for a, b in zip(single, multi, strict=True):
+        assert torch.equal(a["tokens"], b["tokens"])
+
+
+def test_synthetic_windows_score_exactly_the_answer():
+    dm = SyntheticDataModule(task="reverse_string", context=32, batch_size=2, eval_batch_size=2, seed=0)
+    tokens, scored = dm.draw_train_window(np.random.default_rng([0, 0]))
+    text = bytes(tokens[tokens > 0].astype(np.uint8)).decode()
+    prompt, answer = text.split(">")
+    assert answer == prompt.split(":")[1][::-1]
+    assert bytes(tokens[scored].astype(np.uint8)).decode() == answer
+
+
+def test_synthetic_eval_sets_are_fixed_and_in_their_length_ranges():
+    a = SyntheticDataModule(task="odds_first", context=32, batch_size=2, eval_batch_size=2, seed=0, eval_examples=20)
+    b = SyntheticDataModule(task="odds_first", context=32, batch_size=2, eval_batch_size=2, seed=7, eval_examples=20)
+    assert a.eval_windows("test").digest() == b.eval_windows("test").digest()  # independent of the run's seed
+    assert a.eval_windows("val").digest() != a.eval_windows("test").digest()
+    n1, n2, n4, n8 = (a.task.max_length(b) for b in (32, 64, 128, 256))
+    for split, (low, high) in {"test": (1, n1), "test_2x": (n1 + 1, n2), "test_8x": (n4 + 1, n8)}.items():
+        sizes = [len(e.prompt) - len("OF:>") for e in a.examples(split)]
+        assert low <= min(sizes) and max(sizes) <= high, split
+        assert a.eval_windows(split).window_length == {"test": 32, "test_2x": 64, "test_8x": 256}[split]
+
+
+def test_a_task_bounded_by_its_alphabet_reports_an_empty_split():
+    dm = SyntheticDataModule(task="assoc_recall", context=64, batch_size=2, eval_batch_size=2, seed=0)
+    with pytest.raises(ValueError, match="assoc_recall has no size"):
+        dm.eval_windows("test_2x")
+
+
+def test_context_too_short_for_a_task_fails_naming_it():
+    with pytest.raises(ValueError, match="fixed_offset"):
+        SyntheticDataModule(task="fixed_offset", context=8, batch_size=2, eval_batch_size=2, seed=0)
+
+
+@pytest.mark.parametrize("length, context, stride", [(5, 8, 4), (8, 8, 4), (9, 8, 4), (30, 8, 3), (100, 16, 15)])
+def test_sliding_windows_score_every_token_once_with_history(length, context, stride):
+    example = np.arange(length)
+    windows = windows_from_examples([example], context, stride, pad_id=-1)
+    scored_tokens = np.concatenate([w[s] for w, s in zip(windows.tokens, windows.scored, strict=True)])
+    assert sorted(scored_tokens.tolist()) == list(range(1, length))  # token 0 has no context
+    for (start, first), window_scored in zip(sliding_windows(length, context, stride), windows.scored, strict=True):
+        if start > 0:
+            assert first - start >= context - stride  # every scored token sees at least this much history
+        assert window_scored.sum() == min(length, start + context) - first
+
+
+def test_sliding_windows_refuse_a_stride_that_leaves_tokens_without_history():
+    with pytest.raises(ValueError, match="stride in 1..15"):
+        sliding_windows(100, 16, 16)
+    assert sliding_windows(16, 16, 16) == [(0, 1)]  # one window: any stride will do
+
+
+# ---- a stored domain, defined here on the real base class: a text file cut into lines ---------------------
+class LinesDataModule(StoredDataModule):
+    """Bytes of each line of lines.txt; lines 0..5 train, 6..7 val, 8.. test."""
+
+    domain = "lines_test"
+    pad_id = 0
+
+    @property
+    def vocab_size(self) -> int:
+        return 128
+
+    def raw_files(self):
+        return [RawFile("lines.txt", "http://127.0.0.1:9/lines.txt", getattr(self, "expected_sha", None))]
+
+    def build_splits(self, raw):
+        self.builds = getattr(self, "builds", 0) + 1
+        lines = raw["lines.txt"].read_bytes().splitlines()
+        arrays = [np.frombuffer(line, dtype=np.uint8) for line in lines]
+        return {"train": arrays[:6], "val": arrays[6:8], "test": arrays[8:]}, {"lines": len(lines)}
+
+
+@pytest.fixture
+def mirror(tmp_path, monkeypatch):
+    mirror = tmp_path / "mirror"
+    (mirror / "lines_test").mkdir(parents=True)
+    text = "\n".join(f"line number {i} " + "x" * (i * 7) for i in range(11)) + "\n"
+    (mirror / "lines_test" / "lines.txt").write_text(text)
+    monkeypatch.setenv("POSBENCH_MIRROR", str(mirror))
+    monkeypatch.setenv("POSBENCH_DATA", str(tmp_path / "data"))
+    return mirror
+
+
+def lines_module(**kwargs):
+    return LinesDataModule(context=16, batch_size=2, eval_batch_size=4, seed=0, **kwargs)
+
+
+def test_store_meta_counts_and_contents(mirror, tmp_path):
+    meta = lines_module().prepare_data()
+    lengths = [len(f"line number {i} ") + i * 7 for i in range(11)]
+    assert meta["domain"] == "lines_test" and meta["vocab_size"] == 128 and meta["format_version"] == 1
+    assert meta["splits"] == {
+        "train": {"examples": 6, "tokens": sum(lengths[:6])},
+        "val": {"examples": 2, "tokens": sum(lengths[6:8])},
+        "test": {"examples": 3, "tokens": sum(lengths[8:])},
+    }
+    raw = (mirror / "lines_test" / "lines.txt").read_bytes()
+    assert meta["raw_sha256"] == {"lines.txt": hashlib.sha256(raw).hexdigest()}
+    assert meta["lines"] == 11
+    store = tmp_path / "data" / "stores" / "lines_test"
+    assert json.loads((store / "meta.json").read_text()) == meta
+    test = read_split(store, "test")
+    assert bytes(test.example(1)).decode() == raw.decode().splitlines()[9]
+    assert isinstance(test.tokens, np.memmap) and test.tokens.dtype == np.uint8
+
+
+def test_preparation_is_idempotent_and_rebuilds_on_new_raw_bytes(mirror, tmp_path):
+    dm = lines_module()
+    dm.prepare_data()
+    meta_path = tmp_path / "data" / "stores" / "lines_test" / "meta.json"
+    stamp = meta_path.stat().st_mtime_ns
+    dm.prepare_data()
+    assert dm.builds == 1 and meta_path.stat().st_mtime_ns == stamp
+    (tmp_path / "data" / "raw" / "lines_test" / "lines.txt").write_text("changed\n" * 12)
+    dm.prepare_data()
+    assert dm.builds == 2 and json.loads(meta_path.read_text())["splits"]["train"]["tokens"] == 6 * 7
+
+
+def test_stored_eval_windows_cover_each_test_example(mirror):
+    dm = lines_module()
+    dm.prepare_data()
+    windows = dm.eval_windows("test")
+    assert windows.n_examples == 3
+    for i in range(3):
+        example = np.asarray(dm.split("test").example(i))
+        assert windows.scored[windows.example == i].sum() == len(example) - 1
+
+
+def test_mirror_missing_file_names_the_path(mirror):
+    (mirror / "lines_test" / "lines.txt").unlink()
+    with pytest.raises(FetchError, match=r"mirror.*lines_test/lines\.txt.*not in the mirror"):
+        lines_module().prepare_data()
+
+
+def test_wrong_checksum_names_file_and_expected_hash(mirror, tmp_path):
+    dm = lines_module()
+    dm.expected_sha = "0" * 64
+    with pytest.raises(FetchError, match=r"lines\.txt: sha256 [0-9a-f]{64}, expected 0{64}"):
+        dm.prepare_data()
+    assert not (tmp_path / "data" / "raw" / "lines_test" / "lines.txt").exists()
+
+
+class RangeHandler(http.server.BaseHTTPRequestHandler):
+    payload = bytes(range(256)) * 1000
+
+    def do_GET(self):
+        start = int(self.headers.get("Range", "bytes=0-")[6:].rstrip("-"))
+        body = self.payload[start:]
+        self.send_response(206 if start else 200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_download_resumes_a_partial_file_and_checks_its_hash(tmp_path, monkeypatch):
+    monkeypatch.delenv("POSBENCH_MIRROR", raising=False)
+    monkeypatch.setenv("POSBENCH_DATA", str(tmp_path))
+    server = http.server.HTTPServer(("127.0.0.1", 0), RangeHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/blob.bin"
+        part = tmp_path / "raw" / "dl" / "blob.bin.part"
+        part.parent.mkdir(parents=True)
+        part.write_bytes(RangeHandler.payload[:1000])  # what a killed download left behind
+        path = fetch("dl", "blob.bin", url, hashlib.sha256(RangeHandler.payload).hexdigest())
+        assert path.read_bytes() == RangeHandler.payload and not part.exists()
+    finally:
+        server.shutdown()
+
+
+def test_unreachable_url_explains_the_mirror(tmp_path, monkeypatch):
+    monkeypatch.delenv("POSBENCH_MIRROR", raising=False)
+    monkeypatch.setenv("POSBENCH_DATA", str(tmp_path))
+    with pytest.raises(FetchError, match="download failed.*POSBENCH_MIRROR"):
+        fetch("dl", "x.bin", "http://127.0.0.1:9/x.bin")
