@@ -56,14 +56,20 @@ def token_nll(model: GPT, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor,
 
 
 class DecoderLM(L.LightningModule):
-    def __init__(self, model: dict[str, Any], optim: dict[str, Any]) -> None:
+    def __init__(self, model: dict[str, Any], optim: dict[str, Any], seed: int = 0) -> None:
         super().__init__()
         self.save_hyperparameters()
+        self.seed = seed
         self.model_cfg = GPTConfig(**model)
         self.optim_cfg = OptimConfig(**optim)
         self.model = GPT(self.model_cfg)
 
     # ---- training -----------------------------------------------------------------------------------
+    def on_train_batch_start(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        """Dropout masks are a function of (seed, step), like the data: a resumed run draws the same ones even
+        though loaders and validation passes consume random numbers at different times."""
+        torch.manual_seed(int(np.random.SeedSequence([self.seed, self.global_step]).generate_state(1)[0]))
+
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         nll, _, scored = token_nll(self.model, batch)
         n_scored = scored.sum()
@@ -98,9 +104,7 @@ class DecoderLM(L.LightningModule):
             {"params": decay, "weight_decay": cfg.weight_decay},
             {"params": no_decay, "weight_decay": 0.0},
         ]
-        optimizer = torch.optim.AdamW(
-            [g for g in groups if g["params"]], lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=False
-        )
+        optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: cfg.lr_at(step) / cfg.lr)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 

@@ -4,7 +4,8 @@ Trains the tiny preset for every encoding of the roster x seeds x a handful of t
 (regular, deterministic context-free, context-sensitive, and a positional probe), runs in parallel worker
 processes, then prints the comparison table and the path of the figure.
 
-    python -m pipelines.demo [--roster available] [--tasks parity reverse_string ...] [--seeds 0 1 2] [--jobs 2]
+    python -m pipelines.demo [--roster available] [--tasks parity needle ...] [--seeds 0 1 2] [--preset tiny] [--jobs 2]
+                             [-- extra Hydra overrides for every run]
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 
-DEFAULT_TASKS = ["even_pairs", "reverse_string", "odds_first", "fixed_offset"]
+DEFAULT_TASKS = ["reverse_string", "bucket_sort", "needle", "fixed_offset"]
 
 
 def _train_one(overrides: list[str]) -> tuple[list[str], str, float]:
@@ -29,10 +30,12 @@ def _train_one(overrides: list[str]) -> tuple[list[str], str, float]:
     import torch
 
     torch.set_num_threads(1)
-    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # one line per run is printed instead
-    warnings.filterwarnings("ignore", module="lightning")
     from pipelines.config import compose_config
     from pipelines.train import run
+
+    # after importing lightning, which sets its own level: the demo prints one line per run instead
+    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", module="lightning")
 
     began = time.perf_counter()
     folder = run(compose_config(overrides))
@@ -44,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--roster", default="available")
     parser.add_argument("--tasks", nargs="+", default=DEFAULT_TASKS)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--preset", default="tiny", choices=["tiny", "paper"])
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--runs", type=Path, default=Path("runs/demo"))
     parser.add_argument("--out", type=Path, default=Path("results/demo"))
@@ -61,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             f"domain.args.task={task}",
             f"pe={pe}",
             f"seed={seed}",
-            "preset=tiny",
+            f"preset={args.preset}",
             f"runs_root={args.runs}",
             *args.overrides,
         ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 
 import pytest
 import torch
@@ -105,7 +106,7 @@ def test_run_folder_manifest_and_metrics(tmp_path):
     assert manifest["tokens_per_s"] > 0 and manifest["chance"] == pytest.approx(0.1)
     assert set(manifest["data_hashes"]) == {"eval/test", "eval/test_2x", "eval/test_8x"}
     assert {"torch", "lightning", "numpy", "python"} <= set(manifest["packages"])
-    assert "sha" in manifest["git"]
+    assert len(manifest["git"]["sha"]) == 40 and isinstance(manifest["git"]["dirty"], bool)
     summary = json.loads((folder / "metrics" / "summary.json").read_text())["splits"]
     for split in ("test", "test_2x", "test_8x"):
         with open(folder / "metrics" / f"{split}.per_example.csv") as handle:
@@ -159,3 +160,29 @@ def test_schedule_is_linear_warmup_then_cosine_to_min_lr():
 def test_paper_preset_composes_with_the_paper_sizes():
     cfg = compose_config(["preset=paper"])
     assert (cfg.model.n_layer, cfg.model.d_model, cfg.model.context) == (4, 256, 256)
+
+
+def test_resume_reproduces_the_run_with_dropout(tmp_path):
+    """Dropout masks depend on (seed, step) only, so a resumed run with dropout matches too."""
+    straight = run(config(tmp_path / "a", "model.dropout=0.2"))
+    cfg = config(tmp_path / "b", "model.dropout=0.2")
+    with pytest.raises(SimulatedKill):
+        run(cfg, callbacks=[Kill(at=4)])
+    assert losses(run(cfg)) == losses(straight)
+
+
+def test_train_command_line(tmp_path):
+    """The Hydra entry point itself, as a user types it."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "pipelines.train", "debug=fast", "pe=nope", f"runs_root={tmp_path}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "POSBENCH_PROGRESS": "0"},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"run: {tmp_path}/synthetic/parity/nope/seed0" in result.stdout
+    assert (tmp_path / "synthetic" / "parity" / "nope" / "seed0" / "done.json").exists()

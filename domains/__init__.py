@@ -1,0 +1,1 @@
+"""Data domains: one DataModule per domain over the shared spine in `base`."""

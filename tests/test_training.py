@@ -1,0 +1,95 @@
+"""The LightningModule and evaluate(): loss masking, optimizer groups, clipping, per-example scoring."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader
+
+from domains.base import windows_from_examples
+from models.encodings import PositionalEncoding, register
+from models.training import DecoderLM, evaluate, token_nll
+
+MODEL = dict(vocab_size=17, context=12, n_layer=2, n_head=2, d_model=16)
+
+
+@register
+class ScaledNoPE(PositionalEncoding):
+    """A test encoding with a learned per-head scalar in its own optimizer group (like LeRoPE's scales)."""
+
+    name = "test_scaled_nope"
+    mechanism = "qk"
+
+    def __init__(self, **dims):
+        super().__init__(**dims)
+        self.scale = nn.Parameter(torch.ones(self.n_head, 1, 1))
+
+    def transform_qk(self, q, k, state, x, layer):
+        return q * self.scale, k
+
+    def optimizer_groups(self):
+        return [{"params": [self.scale], "weight_decay": 0.0, "clip_norm": 0.5}]
+
+
+def module(pe="rope", **optim):
+    torch.manual_seed(0)
+    return DecoderLM(model={**MODEL, "pe": pe}, optim={"max_steps": 10, **optim})
+
+
+def test_loss_counts_only_scored_tokens():
+    lm = module()
+    tokens = torch.randint(0, 17, (2, 12), generator=torch.Generator().manual_seed(0))
+    scored = torch.zeros(2, 12, dtype=torch.bool)
+    scored[:, 6:9] = True
+    nll, _, mask = token_nll(lm.model, {"tokens": tokens, "scored": scored})
+    logits = lm.model(tokens[:, :-1])
+    expected = F.cross_entropy(logits[:, 5:8].reshape(-1, 17), tokens[:, 6:9].reshape(-1))
+    assert ((nll * mask).sum() / mask.sum()).item() == pytest.approx(expected.item(), rel=1e-5)
+    changed = tokens.clone()
+    changed[:, 10] = (changed[:, 10] + 1) % 17  # an unscored target
+    nll2, _, _ = token_nll(lm.model, {"tokens": changed, "scored": scored})
+    assert torch.allclose((nll * mask).sum(), (nll2 * mask).sum())
+
+
+def test_weight_decay_only_on_matrices():
+    lm = module(weight_decay=0.1)
+    optimizer = lm.configure_optimizers()["optimizer"]
+    for group in optimizer.param_groups:
+        assert all(p.ndim >= 2 for p in group["params"]) == (group["weight_decay"] == 0.1)
+    n_params = sum(p.numel() for g in optimizer.param_groups for p in g["params"])
+    assert n_params == lm.model.num_parameters()  # the tied head is counted once
+
+
+def test_encoding_groups_come_first_without_decay_and_are_clipped_on_their_own():
+    lm = module(pe="test_scaled_nope", grad_clip=1.0)
+    optimizer = lm.configure_optimizers()["optimizer"]
+    own = optimizer.param_groups[0]
+    assert own["params"] == [lm.model.encoding.scale] and own["weight_decay"] == 0.0 and own["clip_norm"] == 0.5
+    assert all(lm.model.encoding.scale is not p for g in optimizer.param_groups[1:] for p in g["params"])
+    for p in lm.parameters():
+        p.grad = torch.full_like(p, 10.0)
+    lm.configure_gradient_clipping(optimizer)
+    assert lm.model.encoding.scale.grad.norm().item() == pytest.approx(0.5, rel=1e-5)
+    rest = [p.grad for g in optimizer.param_groups[1:] for p in g["params"]]
+    assert torch.linalg.vector_norm(torch.cat([g.flatten() for g in rest])).item() == pytest.approx(1.0, rel=1e-5)
+
+
+def test_evaluate_scores_each_example_whole_across_sliding_windows():
+    lm = module().eval()
+    gen = torch.Generator().manual_seed(1)
+    examples = [torch.randint(0, 16, (n,), generator=gen).numpy() for n in (5, 12, 30)]
+    windows = windows_from_examples(examples, context=12, stride=8, pad_id=16)
+    result = evaluate(lm.model, DataLoader(windows, batch_size=3), len(examples), windows.max_length)
+    assert result.tokens.tolist() == [4, 11, 29]
+    with torch.no_grad():
+        short = torch.as_tensor(examples[0])[None]
+        direct = F.cross_entropy(lm.model(short[:, :-1])[0], short[0, 1:]).item()
+    assert result.nll[0] == pytest.approx(direct, rel=1e-5)
+    # per position: every scored position appears once per example that reaches it
+    assert result.position_tokens[1:5].tolist() == [3, 3, 3, 3] and result.position_tokens[29] == 1
+    assert result.position_nll_sum.sum() == pytest.approx((result.nll * result.tokens).sum(), rel=1e-6)
+    assert result.summary()["examples"] == 3 and math.isfinite(result.summary()["nll"])
