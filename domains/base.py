@@ -17,6 +17,7 @@ order; an example longer than the context is covered by sliding windows that eac
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -96,8 +97,6 @@ class EvalWindows(Dataset):
 
     def digest(self) -> str:
         """sha256 over the windows, so runs can check they were scored on identical data."""
-        import hashlib
-
         digest = hashlib.sha256()
         for array in (self.tokens, self.scored, self.example, self.start):
             digest.update(np.ascontiguousarray(array).tobytes())

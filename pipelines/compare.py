@@ -119,6 +119,8 @@ def missing_runs(runs: list[RunDir]) -> list[str]:
                 run = present.get((group, encoding, seed))
                 if run is None:
                     lines.append(f"{_run_label(domain, group, encoding, seed)}: no run folder")
+                elif (run.path / "failed.json").is_file():
+                    lines.append(f"{run.label}: failed ({_read_json(run.path / 'failed.json').get('error')})")
                 elif not run.finished:
                     lines.append(f"{run.label}: unfinished (no done.json)")
     return lines

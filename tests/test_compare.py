@@ -362,3 +362,13 @@ def test_compare_raises_on_an_empty_domain(tmp_path):
     with pytest.raises(FileNotFoundError, match="no finished run"):
         compare(tmp_path / "runs", "hrg", tmp_path / "results" / "hrg")
     assert not (tmp_path / "results").exists()
+
+
+def test_a_failed_run_is_reported_with_its_error(tmp_path):
+    from pipelines.compare import discover_runs, missing_runs
+
+    for pe in ("rope10k", "nope"):
+        (tmp_path / "jsb" / pe / "seed0").mkdir(parents=True)
+    (tmp_path / "jsb" / "rope10k" / "seed0" / "done.json").write_text("{}")
+    (tmp_path / "jsb" / "nope" / "seed0" / "failed.json").write_text('{"error": "NonFiniteLossError: loss is nan"}')
+    assert missing_runs(discover_runs(tmp_path, "jsb")) == ["jsb/nope/seed0: failed (NonFiniteLossError: loss is nan)"]
