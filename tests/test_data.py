@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from domains.base import sliding_windows, windows_from_examples
+from domains.base import TrainStream, sliding_windows, windows_from_examples
 from domains.fetch import FetchError, fetch
 from domains.store import read_split
 from domains.stored import RawFile, StoredDataModule
@@ -222,3 +222,20 @@ def test_unreachable_url_explains_the_mirror(tmp_path, monkeypatch):
     monkeypatch.setenv("POSBENCH_DATA", str(tmp_path))
     with pytest.raises(FetchError, match="download failed.*POSBENCH_MIRROR"):
         fetch("dl", "x.bin", "http://127.0.0.1:9/x.bin")
+
+
+def test_ranks_split_the_global_batch_of_a_single_process():
+    """Under DDP each rank's batch s is its share of the single-process batch s of size world_size * B."""
+    draw = SyntheticDataModule(task="parity", context=32, batch_size=1, eval_batch_size=1, seed=0).draw_train_window
+    single = TrainStream(draw, seed=4, batch_size=6)
+    shards = [TrainStream(draw, seed=4, batch_size=3, rank=r, world_size=2) for r in (0, 1)]
+    for step in (0, 5):
+        joined = torch.cat([shard.batch(step)["tokens"] for shard in shards])
+        assert torch.equal(joined, single.batch(step)["tokens"])
+
+
+def test_stream_starts_at_the_restored_step():
+    draw = SyntheticDataModule(task="parity", context=32, batch_size=1, eval_batch_size=1, seed=0).draw_train_window
+    fresh, resumed = iter(TrainStream(draw, seed=1, batch_size=2)), iter(TrainStream(draw, 1, 2, start_step=3))
+    batches = [next(fresh) for _ in range(5)]
+    assert all(torch.equal(next(resumed)["tokens"], b["tokens"]) for b in batches[3:])
