@@ -52,9 +52,6 @@ class Split:
     def example(self, i: int) -> np.ndarray:
         return self.tokens[self.offsets[i] : self.offsets[i + 1]]
 
-    def lengths(self) -> np.ndarray:
-        return np.diff(self.offsets)
-
 
 def write_store(
     store: Path,

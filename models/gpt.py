@@ -7,7 +7,7 @@ Read top to bottom: config -> attention -> MLP -> block -> model. The positional
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -37,9 +37,6 @@ class GPTConfig:
             raise ValueError(f"norm must be 'layernorm' or 'rmsnorm', got {self.norm!r}")
         if self.d_model % self.n_head:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_head={self.n_head}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def make_norm(cfg: GPTConfig) -> nn.Module:

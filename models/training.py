@@ -11,7 +11,7 @@ Batches are dicts:
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import lightning as L
@@ -140,9 +140,6 @@ class EvalResult:
             "examples": int(len(self.nll)),
             "tokens": int(tokens),
         }
-
-    def to_dict(self) -> dict[str, np.ndarray]:
-        return asdict(self)
 
 
 @torch.no_grad()
