@@ -1,8 +1,9 @@
 """`make demo`: a small but real comparison on the synthetic tasks, on a laptop CPU.
 
-Trains the tiny preset for every encoding of the roster x seeds x a handful of tasks spanning the hierarchy
-(regular, deterministic context-free, context-sensitive, and a positional probe), runs in parallel worker
-processes, then prints the comparison table and the path of the figure.
+Trains the tiny preset for every encoding of the roster x seeds x four tasks the tiny model learns
+(deterministic context-free, context-sensitive, a retrieval and a positional probe; the regular-language tasks
+stay at chance at this scale), runs in parallel worker processes, then prints the comparison table and the
+path of the figure.
 
     python -m pipelines.demo [--roster available] [--tasks parity needle ...] [--seeds 0 1 2] [--preset tiny] [--jobs 2]
                              [-- extra Hydra overrides for every run]

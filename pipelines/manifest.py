@@ -11,7 +11,6 @@ from typing import Any
 PACKAGES = (
     "torch",
     "lightning",
-    "torchdata",
     "hydra-core",
     "numpy",
     "scipy",

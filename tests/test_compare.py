@@ -164,7 +164,7 @@ def _write_run(run_dir, *, domain, pe, seed, task=None, chance=None, splits, fin
         "tokens_per_s": 1.0,
         "data_hashes": {},
         "config": {},
-        "git_sha": "0" * 40,
+        "git": {"sha": "0" * 40, "dirty": False},
         "packages": {},
     }
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
