@@ -11,7 +11,7 @@ TORCH_SPEC ?= torch==2.13.0
 ENV_STAMP := $(VENV)/.posbench-installed
 
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_%-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 $(ENV_STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,9 @@ test: $(ENV_STAMP) ## Run the test suite
 
 demo: $(ENV_STAMP) ## Small real comparison on the synthetic tasks (CPU, about 10 minutes)
 	$(PY) -m pipelines.demo
+
+data-%: $(ENV_STAMP) ## Download (or copy from POSBENCH_MIRROR) and tokenise a domain: data-jsb, data-hrg, ...
+	$(PY) -m pipelines.prepare --domain $*
 
 lint: $(ENV_STAMP) ## ruff over the tree
 	$(VENV)/bin/ruff check .

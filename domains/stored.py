@@ -101,5 +101,11 @@ class StoredDataModule(SequenceDataModule):
         examples = [np.asarray(data.example(i)) for i in range(len(data))]
         return windows_from_examples(examples, self.context, self.eval_stride, self.pad_id)
 
+    # ---- a readable look at the data (`python -m pipelines.samples --domain <name>`) -----------------------
+    def render_example(self, split: str, index: int, max_tokens: int) -> str:
+        """Example `index` of `split` as a person reads it; domains override this with decoded events."""
+        tokens = self.split(split).example(index)[:max_tokens]
+        return f"{split}[{index}]: " + " ".join(str(int(t)) for t in tokens)
+
     def data_hashes(self) -> dict[str, str]:
         return {**{f"raw/{k}": v for k, v in self.meta["raw_sha256"].items()}, **super().data_hashes()}

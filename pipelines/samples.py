@@ -2,11 +2,15 @@
 
     python -m pipelines.samples --domain synthetic --task TASK --n N --seed S [--max-len BYTES]
     python -m pipelines.samples --domain synthetic --list
+    python -m pipelines.samples --domain jsb|maestro|hrg|sleep_edf [--split test] [--n N] [--max-tokens T]
 
 For the synthetic domain, one JSON object per line: {"task", "length", "prompt", "answer"} where `prompt` is
 everything up to and including the separator and `answer` the scored span, exactly as the model sees them.
 Examples come from the same generator and seeding as the training stream (`--seed` is the run's seed, sample i
 is drawn from default_rng([seed, i])).
+
+For a stored domain, the store is prepared if needed and the first N examples of the split are printed as the
+domain renders them (decoded events, bases, stages); trailing arguments are Hydra overrides of the domain config.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ import sys
 
 import numpy as np
 
+from domains.stored import StoredDataModule
 from domains.synthetic_tasks import TASKS, get_task, sample_example
+from pipelines.config import build_datamodule, compose_config, config_options
 
 
 def synthetic_samples(task_name: str, n: int, seed: int, max_len: int) -> list[dict]:
@@ -36,15 +42,34 @@ def synthetic_samples(task_name: str, n: int, seed: int, max_len: int) -> list[d
     return rows
 
 
+def stored_samples(domain: str, split: str, n: int, max_tokens: int, overrides: list[str]) -> list[str]:
+    dm = build_datamodule(compose_config([f"domain={domain}", *overrides]))
+    if not isinstance(dm, StoredDataModule):
+        raise ValueError(f"domain {domain!r} has no store; use --task for the synthetic domain")
+    dm.prepare_data()
+    return [dm.render_example(split, i, max_tokens) for i in range(min(n, len(dm.split(split))))]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--domain", default="synthetic", choices=["synthetic"])
+    parser.add_argument("--domain", default="synthetic", choices=config_options("domain"))
     parser.add_argument("--task", help="synthetic task name (see --list)")
     parser.add_argument("--n", type=int, default=5, help="number of examples")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-len", type=int, default=256, help="longest example in bytes (prompt + answer)")
     parser.add_argument("--list", action="store_true", help="list the tasks with group, answer kind and chance")
+    parser.add_argument("--split", default="test", help="stored domains: train, val or test")
+    parser.add_argument("--max-tokens", type=int, default=64, help="stored domains: tokens shown per example")
+    parser.add_argument("overrides", nargs="*", help="stored domains: Hydra overrides of the domain config")
     args = parser.parse_args(argv)
+    if args.domain != "synthetic":
+        try:
+            blocks = stored_samples(args.domain, args.split, args.n, args.max_tokens, args.overrides)
+        except (ValueError, FileNotFoundError, RuntimeError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print("\n\n".join(blocks))
+        return 0
     if args.list:
         for task in TASKS.values():
             print(f"{task.name:28s} {task.prefix:3s} {task.group:10s} {task.answer_kind:8s} chance {task.chance:.3f}")
