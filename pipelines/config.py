@@ -38,7 +38,11 @@ def roster(name: str) -> list[str]:
 
 
 def model_config(cfg: DictConfig, vocab_size: int) -> dict[str, Any]:
-    encoding_class(cfg.pe.name)  # unknown names fail here, before any data or training
+    if encoding_class(cfg.pe.name).evaluation_only:  # unknown names fail here too, before any data or training
+        raise ValueError(
+            f"encoding {cfg.pe.name!r} is applied at evaluation time to a trained model, not trained; "
+            "train pe=rope10k (or rope500k): its runs are also evaluated with YaRN on the longer splits"
+        )
     return {
         **OmegaConf.to_container(cfg.model, resolve=True),
         "vocab_size": vocab_size,

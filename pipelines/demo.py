@@ -5,7 +5,7 @@ Trains the tiny preset for every encoding of the roster x seeds x four tasks the
 stay at chance at this scale), runs in parallel worker processes, then prints the comparison table and the
 path of the figure.
 
-    python -m pipelines.demo [--roster available] [--tasks parity needle ...] [--seeds 0 1 2] [--preset tiny] [--jobs 2]
+    python -m pipelines.demo [--roster full] [--tasks parity needle ...] [--seeds 0 1 2] [--preset tiny] [--jobs 2]
                              [-- extra Hydra overrides for every run]
 """
 
@@ -45,7 +45,7 @@ def _train_one(overrides: list[str]) -> tuple[list[str], str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--roster", default="available")
+    parser.add_argument("--roster", default="full")
     parser.add_argument("--tasks", nargs="+", default=DEFAULT_TASKS)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--preset", default="tiny", choices=["tiny", "paper"])

@@ -6,6 +6,11 @@ Writes <run>/metrics/<split>.per_example.csv (example, nll, tokens, correct, exa
 <run>/metrics/<split>.per_position.csv (position, nll_sum, tokens) and <run>/metrics/summary.json. A split the
 encoding cannot represent (a learned table shorter than the split's sequences) or that the task cannot fill is
 recorded as {"skipped": reason}, never dropped.
+
+A trained `rope` run whose domain has splits longer than the training context (the synthetic 2x and 8x splits)
+is also evaluated with YaRN at s = split length / L (s = 1 on the in-distribution split: plain RoPE). Those
+results go to a sibling run folder, <domain>[/<task>]/<pe_id>+yarn/seed<k>/, so every comparison shows YaRN as
+one more encoding without training anything.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +28,21 @@ from omegaconf import OmegaConf
 
 from domains.atomic import write_json, write_text
 from domains.base import EmptySplitError, SequenceDataModule
+from models.encodings.yarn import with_yarn
 from models.gpt import GPT, GPTConfig
 from models.training import EvalResult, evaluate
 from pipelines.config import build_datamodule
 
 
-def evaluate_splits(model: GPT, datamodule: SequenceDataModule, run: Path, device: str | torch.device) -> dict:
-    """Score every evaluation split of the domain; write the metrics files; return summary.json's content."""
+def evaluate_splits(
+    model: GPT,
+    datamodule: SequenceDataModule,
+    run: Path,
+    device: str | torch.device,
+    adapt: Callable[[GPT, int], GPT] | None = None,
+) -> dict:
+    """Score every evaluation split of the domain; write the metrics files; return summary.json's content.
+    `adapt(model, split_length)` gives the model to score a split with (YaRN); by default the model itself."""
     splits: dict[str, Any] = {}
     for split in datamodule.eval_split_names:
         try:
@@ -42,14 +56,45 @@ def evaluate_splits(model: GPT, datamodule: SequenceDataModule, run: Path, devic
                 "skipped": f"{model.cfg.pe} represents {limit} positions; {split} needs {windows.window_length}"
             }
             continue
+        scorer = adapt(model, windows.window_length) if adapt else model
         began = time.perf_counter()
-        result = evaluate(model, datamodule.eval_dataloader(split), windows.n_examples, windows.max_length, device)
+        result = evaluate(scorer, datamodule.eval_dataloader(split), windows.n_examples, windows.max_length, device)
         seconds = time.perf_counter() - began
         write_metrics(run / "metrics", split, result)
         splits[split] = {**result.summary(), "tokens_per_s": windows.tokens.size / seconds}
     summary = {"splits": splits}
     write_json(run / "metrics" / "summary.json", summary)
     return summary
+
+
+def evaluate_yarn(run: Path, model: GPT, datamodule: SequenceDataModule, device: str | torch.device) -> Path | None:
+    """The YaRN sibling of a finished rope run (see the module docstring); None when there is nothing longer than
+    the training context to extrapolate to."""
+    manifest = json.loads((run / "manifest.json").read_text())
+    if model.cfg.pe != "rope":
+        return None
+    lengths = [w.window_length for s in datamodule.eval_split_names if (w := _windows_or_none(datamodule, s))]
+    if not any(length > model.cfg.context for length in lengths):
+        return None
+    folder = run.parent.parent / f"{manifest['run']['pe_id']}+yarn" / run.name
+    summary = evaluate_splits(model, datamodule, folder, device, adapt=with_yarn)
+    encoding = with_yarn(model, max(lengths)).encoding.describe()
+    manifest["run"] = {**manifest["run"], "pe": "yarn", "pe_id": f"{manifest['run']['pe_id']}+yarn"}
+    manifest.update(
+        derived_from=str(run),
+        encoding={**encoding, "scale": "split length / training context, per split"},
+        eval_tokens_per_s={split: s.get("tokens_per_s") for split, s in summary["splits"].items()},
+    )
+    write_json(folder / "manifest.json", manifest)
+    write_json(folder / "done.json", {"derived_from": str(run)})
+    return folder
+
+
+def _windows_or_none(datamodule: SequenceDataModule, split: str):
+    try:
+        return datamodule.eval_windows(split)
+    except EmptySplitError:
+        return None
 
 
 def write_metrics(folder: Path, split: str, result: EvalResult) -> None:

@@ -9,6 +9,8 @@ checkpoint resumes from it (mid-epoch: the data stream's position is in the chec
   metrics/        per-example and per-position metrics per evaluation split (see pipelines.evaluate)
   train_log.csv   step, loss, lr
   done.json       written last; its presence means the run is complete
+A rope run with evaluation splits longer than its context also writes <pe id>+yarn/seed<k>/ beside it: the same
+model evaluated with YaRN (see pipelines.evaluate).
 A NaN loss stops the run with failed.json and no results; the last good checkpoint stays.
 """
 
@@ -31,7 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 from domains.atomic import atomic_path, write_json
 from models.training import DecoderLM, OptimConfig
 from pipelines.config import build_datamodule, model_config, run_dir
-from pipelines.evaluate import evaluate_splits
+from pipelines.evaluate import evaluate_splits, evaluate_yarn
 from pipelines.manifest import git_state, package_versions
 
 log = logging.getLogger("posbench.train")
@@ -156,6 +158,7 @@ def run(cfg: DictConfig, callbacks: list[Callback] | None = None) -> Path:
             "eval_tokens_per_s": {split: s.get("tokens_per_s") for split, s in summary["splits"].items()},
         },
     )
+    evaluate_yarn(folder, module.model, datamodule, device)  # before done.json: a rerun redoes it if killed here
     write_json(folder / "done.json", {"finished": datetime.now(timezone.utc).isoformat()})
     return folder
 

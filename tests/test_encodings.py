@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from models.encodings import PositionalEncoding, available, build_encoding, register
+from models.encodings import PositionalEncoding, available, build_encoding, encoding_class, register
 from models.encodings.alibi import alibi_slopes
 from models.gpt import GPT, GPTConfig
 
@@ -31,8 +31,12 @@ def qk_score(encoding, q_vec, k_vec, m, n):
     return (q2[0, 0, m] * k2[0, 0, n]).sum().item()
 
 
-def test_registry_lists_the_foundation_encodings():
-    assert {"rope", "nope", "alibi", "ape_learned"} <= set(available())
+def test_registry_lists_the_whole_roster():
+    shipped = {name for name in available() if encoding_class(name).__module__.startswith("models.encodings.")}
+    assert shipped == {
+        *("rope", "nope", "hope", "prope", "pope", "cope", "darope", "lerope", "hdrope", "rope_dup"),
+        *("alibi", "ape_sin", "ape_learned", "yarn"),
+    }
 
 
 def test_unknown_encoding_lists_valid_names():
@@ -144,8 +148,12 @@ def test_nope_output_is_permutation_equivariant_in_the_first_layer_scores():
 
 @pytest.mark.parametrize("pe", available())
 def test_causality(pe):
-    """Changing a future token changes no earlier output."""
+    """Changing a future token changes no earlier output (learned positional parameters moved off their init,
+    so CoPE's zero table and PoPE's zero phase bias take part)."""
     model = small_model(pe).eval()
+    with torch.no_grad():
+        for param in model.encoding.parameters():
+            param.uniform_(-1.0, 0.0, generator=torch.Generator().manual_seed(4))
     tokens = torch.randint(0, 23, (2, 12), generator=torch.Generator().manual_seed(3))
     changed = tokens.clone()
     changed[:, 8] = (changed[:, 8] + 1) % 23
@@ -186,3 +194,141 @@ def test_model_carries_no_positional_signal_of_its_own():
     assert [n for n, _ in small_model("ape_learned").named_parameters() if n.startswith("encoding.")] == [
         "encoding.table.weight"
     ]
+
+
+def test_pope_score_is_the_polar_sum():
+    """score(m, n) = sum_c softplus(q_c) softplus(k_c) cos((n - m) theta_c + delta_c), theta_c = base^(-c/d),
+    with delta clamped to [-2 pi, 0]."""
+    d = 4
+    pope = build_encoding("pope", {"base": 100.0}, n_layer=1, n_head=1, d_model=d, context=8).double()
+    assert pope.theta.tolist() == pytest.approx([1.0, 100**-0.25, 100**-0.5, 100**-0.75])
+    with torch.no_grad():
+        pope.phase_bias.copy_(torch.tensor([[[-0.5, 1.0, -7.0, -3.0]]]))  # 1.0 -> 0, -7 -> -2 pi
+    delta = [-0.5, 0.0, -2 * math.pi, -3.0]
+    g = torch.Generator().manual_seed(0)
+    q_vec, k_vec = torch.randn(d, generator=g, dtype=torch.float64), torch.randn(d, generator=g, dtype=torch.float64)
+
+    def softplus(x):
+        return math.log1p(math.exp(x))
+
+    for m, n in [(0, 0), (5, 2), (1, 6), (3, 7)]:
+        expected = sum(
+            softplus(q_vec[c]) * softplus(k_vec[c]) * math.cos((n - m) * 100 ** (-c / d) + delta[c]) for c in range(d)
+        )
+        assert qk_score(pope, q_vec, k_vec, m, n) == pytest.approx(expected, abs=1e-8)  # theta is stored in fp32
+
+
+def test_pope_runs_fused_at_width_2d_with_the_original_scale():
+    """The model's attention (SDPA on q, k of width 2d) equals softmax(q'.k' / sqrt(d)) v by hand, d = head dim."""
+    model = small_model("pope").double()
+    with torch.no_grad():
+        model.encoding.phase_bias.uniform_(-6.0, 0.0)
+    assert model.encoding.fused and model.encoding.softmax_scale == 1 / math.sqrt(8)
+    attn, x = model.blocks[1].attn, torch.randn(2, 6, 32, dtype=torch.float64)
+    q, k, v = attn.qkv(x).view(2, 6, 3, 4, 8).permute(2, 0, 3, 1, 4)
+    state = model.encoding.prepare(torch.arange(6))
+    q2, k2 = model.encoding.transform_qk(q, k, state, x, layer=1)
+    assert q2.shape == (2, 4, 6, 16)
+    logits = (q2 @ k2.transpose(-1, -2) / math.sqrt(8)).masked_fill(torch.ones(6, 6).triu(1).bool(), float("-inf"))
+    expected = attn.proj((logits.softmax(-1) @ v).transpose(1, 2).reshape(2, 6, 32))
+    assert torch.allclose(attn(x, state), expected, atol=1e-10)
+
+
+def test_pope_phases_stay_fp32_under_bf16_autocast():
+    pope = build_encoding("pope", {}, **DIMS)
+    phase = pope.prepare(torch.arange(16))
+    q = torch.randn(1, 4, 16, 8).bfloat16()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        q2, k2 = pope.transform_qk(q, q, phase, None, 0)
+    assert phase.dtype == torch.float32 and q2.dtype == k2.dtype == torch.bfloat16
+    reference, _ = pope.transform_qk(q.float(), q.float(), phase, None, 0)
+    assert torch.allclose(q2.float(), reference, atol=2e-2)
+
+
+def cope_by_loops(q, k, v, table, npos):
+    """Reference CoPE for one head, straight from the definition: double loop over query i and key j <= i."""
+    T, d = q.shape
+    out = torch.zeros_like(v)
+    for i in range(T):
+        gates = [torch.sigmoid(q[i] @ k[t] / math.sqrt(d)) for t in range(i + 1)]
+        logits = []
+        for j in range(i + 1):
+            p = min(float(sum(gates[j : i + 1])), npos - 1)
+            lo, hi = math.floor(p), min(math.floor(p) + 1, npos - 1)
+            w = p - lo
+            z = (1 - w) * (q[i] @ table[:, lo]) + w * (q[i] @ table[:, hi])
+            logits.append((q[i] @ k[j] + z) / math.sqrt(d))
+        weights = torch.softmax(torch.stack(logits), dim=0)
+        out[i] = sum(weights[j] * v[j] for j in range(i + 1))
+    return out
+
+
+def test_cope_matches_a_double_loop_over_i_and_j():
+    cope = build_encoding("cope", {}, n_layer=2, n_head=2, d_model=8, context=4).double()
+    assert cope.table.shape == (2, 4, 5) and torch.all(cope.table == 0)  # npos = L + 1, zero-initialised
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        cope.table.normal_(generator=g)
+    T = 7  # longer than L: positions clamp to npos - 1
+    q, k, v = (torch.randn(1, 2, T, 4, generator=g, dtype=torch.float64) * 2 for _ in range(3))
+    out = cope.attend(q, k, v, cope.prepare(torch.arange(T)), layer=1, dropout_p=0.0)
+    for h in range(2):
+        expected = cope_by_loops(q[0, h], k[0, h], v[0, h], cope.table[1].detach(), npos=5)
+        assert torch.allclose(out[0, h], expected, atol=1e-10)
+
+
+def test_ape_sin_table_is_vaswanis():
+    ape = build_encoding("ape_sin", {}, n_layer=1, n_head=1, d_model=4, context=8)
+    table = ape.prepare(torch.arange(3))
+    assert table[0].tolist() == pytest.approx([0.0, 1.0, 0.0, 1.0])
+    assert table[2].tolist() == pytest.approx([math.sin(2), math.cos(2), math.sin(0.02), math.cos(0.02)])
+    out = ape.embed(torch.ones(1, 3, 4), table)
+    assert torch.allclose(out[0], 1 + table)
+    assert ape.prepare(torch.arange(100)).shape == (100, 4)  # no table limit: defined past the training length
+
+
+LEARNED = {
+    "lerope": ["encoding.log_scale"],
+    "pope": ["encoding.phase_bias"],
+    "darope": ["encoding.coordinate_weight", "encoding.prior_weight"],
+    "cope": ["encoding.table"],
+    "ape_learned": ["encoding.table.weight"],
+}
+
+
+@pytest.mark.parametrize("pe", available())
+def test_every_learned_positional_parameter_receives_gradient(pe):
+    model = small_model(pe)
+    names = [n for n, _ in model.named_parameters() if n.startswith("encoding.")]
+    assert names == LEARNED.get(pe, [])
+    tokens = torch.randint(0, 23, (3, 16), generator=torch.Generator().manual_seed(0))
+    torch.nn.functional.cross_entropy(model(tokens[:, :-1]).flatten(0, 1), tokens[:, 1:].flatten()).backward()
+    for name, param in model.named_parameters():
+        if name.startswith("encoding."):
+            assert param.grad is not None and param.grad.abs().sum() > 0, name
+
+
+def optimizer_groups_of(pe):
+    from models.training import DecoderLM
+
+    model = dict(vocab_size=23, context=16, n_layer=2, n_head=4, d_model=32, pe=pe)
+    module = DecoderLM(model=model, optim={"max_steps": 10})
+    optimizer = module.configure_optimizers()["optimizer"]
+    names = {id(p): n for n, p in module.model.named_parameters()}
+    return [
+        ({names[id(p)] for p in g["params"]}, g["weight_decay"], g.get("clip_norm")) for g in optimizer.param_groups
+    ]
+
+
+def test_lerope_scales_have_their_own_group_without_decay_and_are_clipped_alone():
+    groups = optimizer_groups_of("lerope")
+    assert groups[0] == ({"encoding.log_scale"}, 0.0, 1.0)
+    assert all("encoding.log_scale" not in names for names, _, _ in groups[1:])
+
+
+@pytest.mark.parametrize("pe, name", [("pope", "encoding.phase_bias"), ("darope", "encoding.prior_weight")])
+def test_per_head_positional_parameters_take_no_weight_decay(pe, name):
+    groups = optimizer_groups_of(pe)
+    assert groups[0] == ({name}, 0.0, None)
+    decayed = next(names for names, decay, _ in groups if decay > 0)
+    assert name not in decayed and "blocks.0.attn.qkv.weight" in decayed

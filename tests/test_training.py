@@ -7,37 +7,17 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
 from torch.utils.data import DataLoader
 
 from domains.base import windows_from_examples
-from models.encodings import PositionalEncoding, register
 from models.training import DecoderLM, evaluate, token_nll
 
 MODEL = dict(vocab_size=17, context=12, n_layer=2, n_head=2, d_model=16)
 
 
-@register
-class ScaledNoPE(PositionalEncoding):
-    """A test encoding with a learned per-head scalar in its own optimizer group (like LeRoPE's scales)."""
-
-    name = "test_scaled_nope"
-    mechanism = "qk"
-
-    def __init__(self, **dims):
-        super().__init__(**dims)
-        self.scale = nn.Parameter(torch.ones(self.n_head, 1, 1))
-
-    def transform_qk(self, q, k, state, x, layer):
-        return q * self.scale, k
-
-    def optimizer_groups(self):
-        return [{"params": [self.scale], "weight_decay": 0.0, "clip_norm": 0.5}]
-
-
-def module(pe="rope", **optim):
+def module(pe="rope", pe_options=None, **optim):
     torch.manual_seed(0)
-    return DecoderLM(model={**MODEL, "pe": pe}, optim={"max_steps": 10, **optim})
+    return DecoderLM(model={**MODEL, "pe": pe, "pe_options": pe_options or {}}, optim={"max_steps": 10, **optim})
 
 
 def test_loss_counts_only_scored_tokens():
@@ -65,15 +45,16 @@ def test_weight_decay_only_on_matrices():
 
 
 def test_encoding_groups_come_first_without_decay_and_are_clipped_on_their_own():
-    lm = module(pe="test_scaled_nope", grad_clip=1.0)
+    """LeRoPE's frequency scales: their own group, no decay, clipped to their own norm; the rest to grad_clip."""
+    lm = module(pe="lerope", pe_options={"clip_norm": 0.5}, grad_clip=1.0)
     optimizer = lm.configure_optimizers()["optimizer"]
-    own = optimizer.param_groups[0]
-    assert own["params"] == [lm.model.encoding.scale] and own["weight_decay"] == 0.0 and own["clip_norm"] == 0.5
-    assert all(lm.model.encoding.scale is not p for g in optimizer.param_groups[1:] for p in g["params"])
+    own, scales = optimizer.param_groups[0], lm.model.encoding.log_scale
+    assert own["params"] == [scales] and own["weight_decay"] == 0.0 and own["clip_norm"] == 0.5
+    assert all(scales is not p for g in optimizer.param_groups[1:] for p in g["params"])
     for p in lm.parameters():
         p.grad = torch.full_like(p, 10.0)
     lm.configure_gradient_clipping(optimizer)
-    assert lm.model.encoding.scale.grad.norm().item() == pytest.approx(0.5, rel=1e-5)
+    assert scales.grad.norm().item() == pytest.approx(0.5, rel=1e-5)
     rest = [p.grad for g in optimizer.param_groups[1:] for p in g["params"]]
     assert torch.linalg.vector_norm(torch.cat([g.flatten() for g in rest])).item() == pytest.approx(1.0, rel=1e-5)
 

@@ -43,6 +43,7 @@ class PositionalEncoding(nn.Module):
 
     name: ClassVar[str]
     mechanism: ClassVar[str]
+    evaluation_only: ClassVar[bool] = False  # applied to a trained model at evaluation (YaRN), never trained
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

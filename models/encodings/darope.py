@@ -1,0 +1,69 @@
+"""DaRoPE: data-aware RoPE (paper 000, section 2.2, equation 3 and Method 1).
+
+RoPE on the fast bands j < K (K = number of bands with theta_j >= 2 pi / L). On the slow bands the position m
+is replaced by a bounded per-head coordinate computed from the block's normalised input x_m:
+
+    beta_m   = logit(clip(m + 0.5, eps L, (1 - eps) L) / L),   eps = 1e-6      (fixed positional prior)
+    c_h(x_m) = L * sigmoid(w_h . x_m + alpha_h * beta_m)                       (content coordinate in [0, L])
+    angle_j  = m * theta_j          for j < K
+    angle_j  = c_h(x_m) * theta_j   for j >= K
+
+per layer and head: w_h in R^d_model (init N(0, 0.1^2)), alpha_h (init 0.5, no weight decay): n_head *
+(d_model + 1) parameters per layer. With w = 0 and alpha = 1, c_h = m + 0.5 inside the window: RoPE up to a
+constant offset that cancels in q.k. With c_h = 0 the slow bands stop turning: HoPE. `n_slow` overrides the
+number of slow bands (paper 000 uses 16 instead of the canonical 17 on MAESTRO). Base 500k by SPEC's
+convention. The coordinates of all heads come from one (d_model x n_head) projection; angles are fp32.
+"""
+
+import torch
+from torch import nn
+
+from models.encodings.base import PositionalEncoding, register
+from models.encodings.rope import RoPE, at_least_fp32, fast_band_count, rotate
+
+EPS = 1e-6
+
+
+@register
+class DaRoPE(RoPE):
+    name = "darope"
+
+    def __init__(self, *, base: float = 500_000.0, n_slow: int | None = None, **dims: int) -> None:
+        super().__init__(base=base, **dims)
+        bands = self.theta.numel()
+        self.n_slow = bands - fast_band_count(self.theta, self.context) if n_slow is None else int(n_slow)
+        if not 0 <= self.n_slow <= bands:
+            raise ValueError(f"n_slow must lie in 0..{bands} (the head has {bands} bands), got {n_slow}")
+        self.n_fast = bands - self.n_slow
+        self.coordinate_weight = nn.Parameter(torch.randn(self.n_layer, self.n_head, self.d_model) * 0.1)  # w_h
+        self.prior_weight = nn.Parameter(torch.full((self.n_layer, self.n_head), 0.5))  # alpha_h
+
+    def prepare(self, pos: torch.Tensor) -> dict[str, torch.Tensor]:
+        pos = PositionalEncoding.prepare(self, pos).to(self.theta.dtype)  # the range check only
+        fast = pos[:, None] * self.theta[None, : self.n_fast]
+        L = self.context
+        prior = torch.logit(torch.clamp(pos + 0.5, EPS * L, (1 - EPS) * L) / L)  # beta_m, (T,)
+        return {"cos": fast.cos(), "sin": fast.sin(), "prior": prior}
+
+    def coordinates(self, x: torch.Tensor, prior: torch.Tensor, layer: int) -> torch.Tensor:
+        """c_h(x_m) for every head: (B, H, T), in fp32."""
+        with torch.autocast(device_type=x.device.type, enabled=False):  # autocast would run the matmul in bf16
+            weight = at_least_fp32(self.coordinate_weight[layer])
+            logits = at_least_fp32(x) @ weight.T  # (B, T, H): one projection for all heads
+            logits = logits + prior[:, None] * at_least_fp32(self.prior_weight[layer])[None, :]
+            return self.context * torch.sigmoid(logits).transpose(1, 2)
+
+    def transform_qk(self, q, k, state, x, layer):
+        B, H, T, _ = q.shape
+        slow = self.coordinates(x, state["prior"], layer)[..., None] * self.theta[self.n_fast :]  # (B, H, T, S)
+        cos = torch.cat((state["cos"].expand(B, H, T, self.n_fast), slow.cos()), dim=-1)
+        sin = torch.cat((state["sin"].expand(B, H, T, self.n_fast), slow.sin()), dim=-1)
+        return rotate(q, cos, sin), rotate(k, cos, sin)
+
+    def optimizer_groups(self):
+        return [{"params": [self.prior_weight], "weight_decay": 0.0}]
+
+    def describe(self):
+        described = {**super().describe(), "fast_bands": self.n_fast, "slow_bands": self.n_slow}
+        del described["rotating_bands"]  # every band turns; the fast/slow split is what describes DaRoPE
+        return described

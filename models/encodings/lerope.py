@@ -1,0 +1,31 @@
+"""LeRoPE: learned RoPE frequencies (Karypis et al., 2026; paper 001, section 3.1).
+
+    theta_j' = exp(a_j) * theta_j,    theta_j = base^(-2j/d),    a_j initialised 0
+
+One a_j per band, shared by all layers and heads (d/2 parameters in the whole model), so LeRoPE equals RoPE
+at initialisation. As in the paper, a takes no weight decay and is gradient-clipped as its own parameter
+group (norm 1.0). Base 10k, as in the paper.
+"""
+
+import torch
+from torch import nn
+
+from models.encodings.base import register
+from models.encodings.rope import RoPE, at_least_fp32
+
+
+@register
+class LeRoPE(RoPE):
+    name = "lerope"
+
+    def __init__(self, *, base: float = 10_000.0, clip_norm: float = 1.0, **dims: int) -> None:
+        super().__init__(base=base, **dims)
+        self.clip_norm = float(clip_norm)
+        self.log_scale = nn.Parameter(torch.zeros(self.head_dim // 2))
+
+    def angles(self, pos: torch.Tensor) -> torch.Tensor:
+        theta = self.theta * at_least_fp32(self.log_scale).exp()
+        return pos.to(theta.dtype)[:, None] * theta[None, :]
+
+    def optimizer_groups(self):
+        return [{"params": [self.log_scale], "weight_decay": 0.0, "clip_norm": self.clip_norm}]
