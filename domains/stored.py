@@ -28,6 +28,7 @@ class RawFile:
 
 class StoredDataModule(SequenceDataModule):
     pad_id: ClassVar[int]
+    window_alignment: ClassVar[int] = 1  # training windows start on a multiple of this many tokens
     eval_split_names = ("test",)
 
     def __init__(self, *, store: str | Path | None = None, eval_stride: int | None = None, **kwargs: Any) -> None:
@@ -85,10 +86,12 @@ class StoredDataModule(SequenceDataModule):
 
     # ---- windows ------------------------------------------------------------------------------------------
     def draw_train_window(self, rng: np.random.Generator) -> Window:
-        """A uniformly chosen training example, and a uniformly placed window of `context` tokens in it."""
+        """A uniformly chosen training example, and a uniformly placed window of `context` tokens in it that starts
+        on a multiple of `window_alignment` (a domain whose tokens come in frames, e.g. JSB's 4 voices, sets it)."""
         train = self.split("train")
         example = train.example(int(rng.integers(len(train))))
-        start = int(rng.integers(max(1, len(example) - self.context + 1)))
+        starts = max(0, len(example) - self.context) // self.window_alignment + 1
+        start = self.window_alignment * int(rng.integers(starts))
         piece = example[start : start + self.context]
         tokens = np.full(self.context, self.pad_id, dtype=np.int64)
         tokens[: len(piece)] = piece

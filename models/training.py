@@ -70,18 +70,25 @@ class DecoderLM(L.LightningModule):
         though loaders and validation passes consume random numbers at different times."""
         torch.manual_seed(int(np.random.SeedSequence([self.seed, self.global_step]).generate_state(1)[0]))
 
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict[str, torch.Tensor]:
+        """Mean NLL over the scored tokens of the global batch. Under DDP each rank holds part of the batch and
+        the gradients are averaged over ranks, so each rank's NLL sum is divided by the global count / ranks:
+        the step then equals one process taking the whole batch, whatever the ranks' scored-token counts."""
         nll, _, scored = token_nll(self.model, batch)
-        n_scored = scored.sum()
-        loss = (nll * scored).sum() / n_scored.clamp_min(1)
-        if not torch.isfinite(loss):
+        nll_sum, n_scored = (nll * scored).sum(), scored.sum()
+        ranks = self.trainer.world_size if self._trainer is not None else 1
+        if ranks > 1:
+            n_scored = self.all_gather(n_scored).sum()
+        loss = nll_sum * ranks / n_scored.clamp_min(1)
+        global_loss = self.all_gather(loss.detach()).mean() if ranks > 1 else loss.detach()
+        if not torch.isfinite(global_loss):
             raise NonFiniteLossError(
-                f"loss is {loss.item()} at step {self.global_step}; training stopped, the last good checkpoint "
-                "is kept and no results are written for this run"
+                f"loss is {global_loss.item()} at step {self.global_step}; training stopped, the last good "
+                "checkpoint is kept and no results are written for this run"
             )
-        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/loss", global_loss, prog_bar=True)
         self.log("lr", self.lr_schedulers().get_last_lr()[0])
-        return loss
+        return {"loss": loss, "global_loss": global_loss}
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         nll, _, scored = token_nll(self.model, batch)

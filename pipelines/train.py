@@ -72,7 +72,7 @@ class TrainLog(Callback):
         self.tokens += batch["tokens"][:, :-1].numel() * trainer.world_size
         if trainer.is_global_zero:
             with open(self.path, "a") as handle:
-                handle.write(f"{trainer.global_step - 1},{outputs['loss'].item():.8f},{self._lr:.8g}\n")
+                handle.write(f"{trainer.global_step - 1},{outputs['global_loss'].item():.8f},{self._lr:.8g}\n")
 
     @property
     def tokens_per_s(self) -> float | None:
