@@ -10,6 +10,14 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 ENV_STAMP := $(VENV)/.posbench-installed
 
+# Sweep settings: make train DOMAIN=jsb ROSTER=paper SEEDS="0 1 2" PRESET=tiny LAUNCHER=local ARGS="trainer.max_steps=100"
+DOMAIN ?= synthetic
+ROSTER ?= paper
+SEEDS ?= 0 1 2
+PRESET ?= tiny
+LAUNCHER ?= local
+ARGS ?=
+
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_%-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
@@ -26,6 +34,10 @@ env: $(ENV_STAMP) ## Create the environment (.venv) if missing
 
 test: $(ENV_STAMP) ## Run the test suite
 	$(PY) -m pytest -q tests
+
+train: $(ENV_STAMP) ## Train a domain's roster x seeds (DOMAIN=.. or all, ROSTER, SEEDS, PRESET, LAUNCHER=local|slurm)
+	$(PY) -m pipelines.sweep --domain $(DOMAIN) --roster $(ROSTER) --seeds $(SEEDS) --preset $(PRESET) \
+		--launcher $(LAUNCHER) $(ARGS)
 
 demo: $(ENV_STAMP) ## Small real comparison on the synthetic tasks (CPU, about 10 minutes)
 	$(PY) -m pipelines.demo
@@ -44,4 +56,4 @@ format: $(ENV_STAMP) ## Apply ruff's fixes and formatting
 clean: ## Remove runs and results (keeps data and the environment)
 	rm -rf runs results
 
-.PHONY: help env test demo lint format clean
+.PHONY: help env test train demo lint format clean

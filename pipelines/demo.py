@@ -12,35 +12,12 @@ path of the figure.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from multiprocessing import get_context
 from pathlib import Path
 
 DEFAULT_TASKS = ["reverse_string", "bucket_sort", "needle", "fixed_offset"]
-
-
-def _train_one(overrides: list[str]) -> tuple[list[str], str, float]:
-    """Worker: one run in this process (one torch thread: the workers share the machine's cores)."""
-    import logging
-    import warnings
-
-    import torch
-
-    torch.set_num_threads(1)
-    from pipelines.config import compose_config
-    from pipelines.train import run
-
-    # after importing lightning, which sets its own level: the demo prints one line per run instead
-    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore", module="lightning")
-
-    began = time.perf_counter()
-    folder = run(compose_config(overrides))
-    return overrides, str(folder), time.perf_counter() - began
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,46 +34,19 @@ def main(argv: list[str] | None = None) -> int:
 
     from domains.synthetic_tasks import get_task
     from pipelines.config import roster
+    from pipelines.sweep import plan, run_local
 
-    encodings = roster(args.roster)
     for task in args.tasks:
         get_task(task)  # unknown names fail before anything runs
-    jobs = [
-        [
-            f"domain.args.task={task}",
-            f"pe={pe}",
-            f"seed={seed}",
-            f"preset={args.preset}",
-            f"runs_root={args.runs}",
-            *args.overrides,
-        ]
-        for seed in args.seeds
-        for task in args.tasks
-        for pe in encodings
-    ]
+    jobs = plan("synthetic", roster(args.roster), args.seeds, args.preset, args.runs, args.tasks, args.overrides)
+    encodings = sorted({job.label.split("/")[2] for job in jobs})
     print(
         f"demo: {len(args.tasks)} tasks x {len(encodings)} encodings x {len(args.seeds)} seeds = {len(jobs)} runs "
-        f"on {args.jobs} worker(s)\n  tasks: {' '.join(args.tasks)}\n  roster {args.roster}: {' '.join(encodings)}"
+        f"on {args.jobs} worker(s)\n  tasks: {' '.join(args.tasks)}\n  roster {args.roster}: {' '.join(encodings)}",
+        flush=True,
     )
-    os.environ.setdefault("POSBENCH_PROGRESS", "0")
     began = time.perf_counter()
-    failures = []
-    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(_train_one, job): job for job in jobs}
-        for done, future in enumerate(as_completed(futures), start=1):
-            job = futures[future]
-            label = " ".join(o.split("=", 1)[1] for o in job[:3])
-            try:
-                _, folder, seconds = future.result()
-            except Exception as err:  # a failed run is reported, the others go on
-                failures.append((label, err))
-                print(f"[{done:3d}/{len(jobs)}] {label}: FAILED {type(err).__name__}: {err}", flush=True)
-                continue
-            test = json.loads((Path(folder) / "metrics" / "summary.json").read_text())["splits"]["test"]
-            print(
-                f"[{done:3d}/{len(jobs)}] {label}: test accuracy {test['accuracy']:.3f} ({seconds:.0f} s)",
-                flush=True,
-            )
+    failures = run_local(jobs, workers=args.jobs, isolate=False, live=False)
 
     from pipelines.compare import compare
 
@@ -105,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     print(summary.read_text())
     print(f"figure: {summary.parent / 'accuracy.png'}")
     print(f"demo wall time: {time.perf_counter() - began:.0f} s")
-    for label, err in failures:
-        print(f"failed run: {label}: {err}", file=sys.stderr)
+    for job in failures:
+        print(f"failed run: {job.label}: {job.error}", file=sys.stderr)
     return 1 if failures else 0
 
 

@@ -102,6 +102,7 @@ def run(cfg: DictConfig, callbacks: list[Callback] | None = None) -> Path:
         max_steps=cfg.trainer.max_steps,
         accelerator=cfg.trainer.accelerator,
         devices=cfg.trainer.devices,
+        strategy=cfg.trainer.strategy,
         precision=cfg.trainer.precision,
         val_check_interval=cfg.trainer.val_every,
         check_val_every_n_epoch=None,
@@ -126,6 +127,8 @@ def run(cfg: DictConfig, callbacks: list[Callback] | None = None) -> Path:
         write_json(folder / "failed.json", {"error": f"{type(err).__name__}: {err}", "step": trainer.global_step})
         raise
     train_seconds = time.perf_counter() - began
+    if not trainer.is_global_zero:  # under DDP the other ranks stop here: rank 0 evaluates and writes the results
+        return folder
 
     device = module.device
     with atomic_path(folder / "model.pt") as tmp:

@@ -1,0 +1,150 @@
+"""Sweeps: the run plan, resuming a killed sweep, DDP equivalence, and the SLURM submission."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import submitit
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from pipelines.config import CONFIG_DIR
+from pipelines.sweep import plan, slurm_command
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_plan_has_seeds_outermost_and_deterministic_folders(tmp_path):
+    jobs = plan("synthetic", ["nope", "rope10k"], [0, 1], "tiny", tmp_path, tasks=["needle", "parity"])
+    assert [job.label for job in jobs] == [
+        f"synthetic/{task}/{pe}/seed{seed}"
+        for seed in (0, 1)
+        for task in ("needle", "parity")
+        for pe in ("nope", "rope10k")
+    ]
+    assert all(job.folder == tmp_path / job.label for job in jobs)
+    assert jobs[0].tokens_per_step == 32 * 32 and jobs[0].max_steps == 800  # batch x context of the tiny preset
+
+
+def test_slurm_command_is_one_multirun_over_the_varying_overrides(tmp_path):
+    jobs = plan("synthetic", ["nope", "rope10k"], [0, 1], "tiny", tmp_path, tasks=["needle"])
+    command = slurm_command(jobs, ["hydra.launcher.partition=long"])
+    assert command[1:5] == ["-m", "pipelines.train", "-m", "hydra/launcher=slurm"]
+    assert {"domain=synthetic", "pe=nope,rope10k", "seed=0,1", "domain.args.task=needle"} <= set(command)
+    assert command[-1] == "hydra.launcher.partition=long"
+
+
+class Submitted(Exception):
+    pass
+
+
+def test_slurm_launcher_submits_an_array_with_the_configured_resources(tmp_path, monkeypatch):
+    """Hydra's submitit launcher, configured by configs/hydra/launcher/slurm.yaml, writes this sbatch file
+    (captured instead of calling sbatch)."""
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose(
+            "train",
+            overrides=[
+                "hydra/launcher=slurm",
+                "hydra.launcher.partition=debugq",
+                "hydra.launcher.array_parallelism=2",
+                f"runs_root={tmp_path}",
+            ],
+            return_hydra_config=True,
+        )
+    params = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
+    del params["_target_"]
+    assert params["max_num_timeout"] == 3 and params["array_parallelism"] == 2
+
+    def capture(executor, command):
+        raise Submitted(executor._make_submission_file_text(command, "uid"))
+
+    monkeypatch.setattr(submitit.slurm.slurm.SlurmExecutor, "_submit_command", capture)
+    fake_bin = tmp_path / "bin"  # submitit refuses to build a SLURM executor where `srun` is not on PATH
+    fake_bin.mkdir()
+    (fake_bin / "srun").write_text("#!/bin/sh\nexit 1\n")
+    (fake_bin / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake_bin}{os.pathsep}{os.environ['PATH']}")
+    launcher = SlurmLauncher(**params)
+    launcher.config = cfg
+    with pytest.raises(Submitted) as submitted:
+        launcher.launch([["pe=nope", "seed=0"], ["pe=rope10k", "seed=0"], ["pe=nope", "seed=1"]], initial_job_idx=0)
+    sbatch = str(submitted.value)
+    for line in (
+        "#SBATCH --partition=debugq",
+        "#SBATCH --gpus-per-node=1",
+        "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --cpus-per-task=8",
+        "#SBATCH --mem=64GB",
+        "#SBATCH --time=720",
+        "#SBATCH --array=0-2%2",  # three runs, two at a time
+    ):
+        assert line in sbatch, line
+
+
+def _sweep(tmp_path, *extra):
+    command = [sys.executable, "-m", "pipelines.sweep", "--domain", "synthetic", "--encodings", "nope", "alibi"]
+    command += ["--seeds", "0", "1", "--tasks", "reverse_string", "--runs", str(tmp_path), "--jobs", "1"]
+    command += ["debug=fast", "trainer.max_steps=4", *extra]
+    return command
+
+
+@pytest.mark.slow
+def test_a_killed_sweep_rerun_completes_only_what_was_missing(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    first = tmp_path / "synthetic/reverse_string/nope/seed0"
+    process = subprocess.Popen(
+        _sweep(tmp_path),
+        cwd=tmp_path,
+        env=env,
+        start_new_session=True,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.time() + 240
+    while not (first / "done.json").exists() and time.time() < deadline:
+        time.sleep(0.2)
+    assert (first / "done.json").exists(), process.communicate(timeout=5)[0] if process.poll() is not None else ""
+    os.killpg(process.pid, signal.SIGKILL)  # the sweep and its running child
+    process.wait()
+    finished_before = json.loads((first / "done.json").read_text())
+    done = sorted(str(p.parent.relative_to(tmp_path)) for p in tmp_path.glob("synthetic/*/*/*/done.json"))
+    assert len(done) < 4
+
+    rerun = subprocess.run(_sweep(tmp_path), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert json.loads((first / "done.json").read_text()) == finished_before  # not trained again
+    assert len(list(tmp_path.glob("synthetic/*/*/*/done.json"))) == 4
+    ran = [line for line in rerun.stdout.splitlines() if ": done" in line]
+    assert len(ran) == 4 - len(done), rerun.stdout  # only the missing runs were trained
+
+
+@pytest.mark.slow
+def test_ddp_on_two_cpu_processes_equals_one_process_on_the_global_batch(tmp_path):
+    """Two gloo ranks of batch 4 take the same steps as one process of batch 8: the stream gives rank r the
+    samples (s W + r) B .., and the loss is normalised by the global scored-token count."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "POSBENCH_PROGRESS": "0"}
+    common = ["debug=fast", "trainer.max_steps=4", "trainer.accelerator=cpu", "domain.args.task=reverse_string"]
+    logs = {}
+    for name, extra in (
+        ("two", ["trainer.devices=2", "trainer.strategy=ddp", "trainer.batch_size=4"]),
+        ("one", ["trainer.batch_size=8"]),
+    ):
+        command = [sys.executable, "-m", "pipelines.train", f"runs_root={tmp_path / name}", *common, *extra]
+        done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        log = tmp_path / name / "synthetic/reverse_string/rope10k/seed0/train_log.csv"
+        logs[name] = [float(line.split(",")[1]) for line in log.read_text().splitlines()[1:]]
+    assert len(logs["two"]) == len(logs["one"]) == 4
+    assert logs["two"] == pytest.approx(logs["one"], abs=1e-5)
+    assert logs["two"][-1] < logs["two"][0]  # it trained
