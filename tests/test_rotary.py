@@ -302,3 +302,13 @@ def test_yarn_scale_one_is_the_identity_and_scale_s_multiplies_by_its_magnitude(
     assert not torch.allclose(yarn(tokens), model(tokens))
     with pytest.raises(ValueError, match="trained rope model"):
         with_yarn(GPT(GPTConfig(vocab_size=19, context=16, n_layer=1, n_head=2, d_model=32, pe="nope")), 64)
+
+
+def test_hdrope_mixing_stays_fp32_under_bf16_autocast():
+    enc = build_encoding("hdrope", {}, n_layer=1, n_head=2, d_model=32, context=64)
+    q = torch.randn(1, 2, 64, 16).bfloat16()
+    state = enc.prepare(torch.arange(64))
+    reference, _ = enc.transform_qk(q, q, state, None, 0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        rotated, _ = enc.transform_qk(q, q, state, None, 0)
+    assert rotated.dtype == torch.bfloat16 and torch.equal(rotated, reference)

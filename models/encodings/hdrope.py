@@ -61,13 +61,14 @@ class HDRoPE(PositionalEncoding):
     def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """x (..., T, d) -> Q R Q^T applied to each block of N channels, in fp32."""
         *lead, T, d = x.shape
-        blocks = at_least_fp32(x).reshape(*lead, T, d // self.block, self.block)
-        basis = self.basis.to(blocks.dtype)
-        y = blocks @ basis  # rows: y = Q^T x per block
-        even, odd = y[..., 0::2], y[..., 1::2]  # the N/2 planes of each block
-        c, s = cos[:, :, None], sin[:, :, None]  # (T, d/N, 1): one angle for all planes of a block
-        rotated = torch.stack((even * c - odd * s, even * s + odd * c), dim=-1).flatten(-2)
-        return (rotated @ basis.T).reshape(*lead, T, d).to(x.dtype)  # Q y' per block
+        with torch.autocast(device_type=x.device.type, enabled=False):  # keep the basis change out of bf16
+            blocks = at_least_fp32(x).reshape(*lead, T, d // self.block, self.block)
+            basis = self.basis.to(blocks.dtype)
+            y = blocks @ basis  # rows: y = Q^T x per block
+            even, odd = y[..., 0::2], y[..., 1::2]  # the N/2 planes of each block
+            c, s = cos[:, :, None], sin[:, :, None]  # (T, d/N, 1): one angle for all planes of a block
+            rotated = torch.stack((even * c - odd * s, even * s + odd * c), dim=-1).flatten(-2)
+            return (rotated @ basis.T).reshape(*lead, T, d).to(x.dtype)  # Q y' per block
 
     def transform_qk(self, q, k, state, x, layer):
         cos, sin = state
