@@ -43,7 +43,7 @@ demo: $(ENV_STAMP) ## Small real comparison on the synthetic tasks (CPU, about 1
 	$(PY) -m pipelines.demo
 
 data-%: $(ENV_STAMP) ## Download (or copy from POSBENCH_MIRROR) and tokenise a domain: data-jsb, data-hrg, ...
-	$(PY) -m pipelines.prepare --domain $*
+	$(PY) -m pipelines.prepare --domain $* $(ARGS)
 
 lint: $(ENV_STAMP) ## ruff over the tree
 	$(VENV)/bin/ruff check .
