@@ -17,6 +17,9 @@ SEEDS ?= 0 1 2
 PRESET ?= tiny
 LAUNCHER ?= local
 ARGS ?=
+# Report settings: make compare DOMAINS="jsb maestro" REF=darope
+DOMAINS ?= all-present
+REF ?= darope
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_%-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -39,6 +42,9 @@ train: $(ENV_STAMP) ## Train a domain's roster x seeds (DOMAIN=.. or all, ROSTER
 	$(PY) -m pipelines.sweep --domain $(DOMAIN) --roster $(ROSTER) --seeds $(SEEDS) --preset $(PRESET) \
 		--launcher $(LAUNCHER) $(ARGS)
 
+compare: $(ENV_STAMP) ## Compare the runs: results/summary.md (+ csv, json, figures) and results/<domain>/
+	$(PY) -m pipelines.compare --domains $(DOMAINS) --runs runs --out results --ref $(REF)
+
 demo: $(ENV_STAMP) ## Small real comparison on the synthetic tasks (CPU, about 10 minutes)
 	$(PY) -m pipelines.demo
 
@@ -56,4 +62,4 @@ format: $(ENV_STAMP) ## Apply ruff's fixes and formatting
 clean: ## Remove runs and results (keeps data and the environment)
 	rm -rf runs results
 
-.PHONY: help env test train demo lint format clean
+.PHONY: help env test train compare demo lint format clean

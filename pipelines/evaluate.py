@@ -61,7 +61,11 @@ def evaluate_splits(
         result = evaluate(scorer, datamodule.eval_dataloader(split), windows.n_examples, windows.max_length, device)
         seconds = time.perf_counter() - began
         write_metrics(run / "metrics", split, result)
-        splits[split] = {**result.summary(), "tokens_per_s": windows.tokens.size / seconds}
+        splits[split] = {
+            **result.summary(),
+            "tokens_per_s": windows.tokens.size / seconds,
+            "window_length": windows.window_length,
+        }
     summary = {"splits": splits}
     write_json(run / "metrics" / "summary.json", summary)
     return summary

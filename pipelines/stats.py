@@ -11,7 +11,7 @@ Pure numpy/scipy: importable without pandas or matplotlib.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -178,11 +178,19 @@ def mean_rank(table: Mapping[str, Mapping[str, float]], lower_is_better: bool = 
     """Mean rank of each encoding over groups, with its standard error across groups.
 
     `table` maps a group (a domain, or a task of the synthetic domain) to {encoding: score}. Encodings
-    are ranked within each group (`ranks`); an encoding's mean rank is the mean over the groups where it
-    was ranked, its standard error std(ddof=1) / sqrt(n_groups), nan with a single group (both nan with
-    none). SPEC 3: "Mean rank of each encoding across domains with its standard error across domains."
+    are ranked within each group (`ranks`); see `summarise_ranks` for the mean and its standard error.
+    SPEC 3: "Mean rank of each encoding across domains with its standard error across domains."
     """
-    per_group = [ranks(scores, lower_is_better) for scores in table.values()]
+    return summarise_ranks([ranks(scores, lower_is_better) for scores in table.values()])
+
+
+def summarise_ranks(per_group: Iterable[Mapping[str, float]]) -> dict[str, tuple[float, float]]:
+    """(mean, standard error) of each encoding's within-group ranks over the groups where it was ranked.
+
+    The standard error is std(ddof=1) / sqrt(n_groups), nan with a single group (both nan with none).
+    Takes ranks already computed per group, so groups may rank in different directions (NLL, accuracy).
+    """
+    per_group = list(per_group)
     encodings = dict.fromkeys(name for group in per_group for name in group)
     result = {}
     for name in encodings:
@@ -198,3 +206,104 @@ def mean_rank(table: Mapping[str, Mapping[str, float]], lower_is_better: bool = 
 def chance_normalised(acc, chance):
     """Chance-normalised accuracy (acc - chance) / (1 - chance): 0 at chance, 1 when perfect (SPEC 2)."""
     return (acc - chance) / (1 - chance)
+
+
+def significance_stars(p: float) -> str:
+    """Paper 000's markers (Figure 3) for a Holm-adjusted p: `*` < 0.05, `**` < 0.01, `***` < 0.001."""
+    if math.isnan(p):
+        return ""
+    return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
+
+
+# ------------------------------------------------------------------- Friedman test and Nemenyi CD
+# Beyond SPEC 3: Demšar (2006), "Statistical comparisons of classifiers over multiple data sets". The
+# blocks are the domains (or the synthetic tasks), the treatments the encodings.
+
+
+@dataclass(frozen=True)
+class FriedmanResult:
+    """Friedman test of k treatments over n blocks, with the Iman-Davenport F form Demšar recommends
+    (the chi-square approximation is conservative for few blocks) and the Nemenyi critical difference.
+
+    `mean_ranks[j]` is treatment j's mean within-block rank (1 = best, ties averaged); two treatments
+    whose mean ranks differ by at least `cd` differ at level `alpha` (Nemenyi).
+    """
+
+    n: int
+    k: int
+    mean_ranks: np.ndarray
+    chi2: float
+    p: float
+    f: float
+    p_f: float
+    alpha: float
+    cd: float
+
+
+def friedman(scores: np.ndarray, lower_is_better: bool = True, alpha: float = 0.05) -> FriedmanResult:
+    """Friedman test on an (n blocks, k treatments) score matrix without missing values.
+
+    chi2 = [12 / (n k (k+1)) * sum_j R_j^2 - 3 n (k+1)] / C with R_j the rank sum of treatment j and the
+    tie correction C = 1 - sum over tied groups (t^3 - t) / (n k (k^2 - 1)), as scipy.stats.friedmanchisquare;
+    df = k - 1. Iman-Davenport F = (n - 1) chi2 / (n (k - 1) - chi2) on (k - 1, (k - 1)(n - 1)) df.
+    Needs n >= 2 blocks and k >= 2 treatments (scipy insists on k >= 3; the formula does not).
+    """
+    scores = np.asarray(scores, dtype=float)
+    if scores.ndim != 2 or scores.shape[0] < 2 or scores.shape[1] < 2:
+        raise ValueError(f"the Friedman test needs at least 2 blocks x 2 treatments, got shape {scores.shape}")
+    if np.isnan(scores).any():
+        raise ValueError("the Friedman test needs a complete score matrix (no nan)")
+    n, k = scores.shape
+    rank = sps.rankdata(scores if lower_is_better else -scores, method="average", axis=1)
+    rank_sums = rank.sum(axis=0)
+    ties = sum(float(np.sum(counts**3 - counts)) for counts in (np.unique(row, return_counts=True)[1] for row in rank))
+    correction = 1.0 - ties / (n * k * (k * k - 1))
+    if correction == 0.0:  # every block ties every treatment: no evidence of any difference
+        chi2 = 0.0
+    else:
+        chi2 = float((12.0 / (n * k * (k + 1)) * np.sum(rank_sums**2) - 3.0 * n * (k + 1)) / correction)
+    denominator = n * (k - 1) - chi2
+    f = math.inf if denominator <= 0 else (n - 1) * chi2 / denominator
+    p_f = 0.0 if math.isinf(f) else float(sps.f.sf(f, k - 1, (k - 1) * (n - 1)))
+    return FriedmanResult(
+        n=n,
+        k=k,
+        mean_ranks=rank_sums / n,
+        chi2=chi2,
+        p=float(sps.chi2.sf(chi2, k - 1)),
+        f=f,
+        p_f=p_f,
+        alpha=alpha,
+        cd=critical_difference(k, n, alpha),
+    )
+
+
+def nemenyi_q(k: int, alpha: float = 0.05) -> float:
+    """Nemenyi's q_alpha for k treatments: the studentized range quantile at 1 - alpha with infinite df,
+    divided by sqrt(2) (Demšar 2006, table 5a: 1.960, 2.343, 2.569, ... for k = 2, 3, 4, ...)."""
+    if k < 2:
+        raise ValueError(f"the Nemenyi test needs at least 2 treatments, got {k}")
+    return float(sps.studentized_range.ppf(1.0 - alpha, k, np.inf) / math.sqrt(2.0))
+
+
+def critical_difference(k: int, n: int, alpha: float = 0.05) -> float:
+    """Nemenyi critical difference of mean ranks: CD = q_alpha sqrt(k (k + 1) / (6 n))."""
+    return nemenyi_q(k, alpha) * math.sqrt(k * (k + 1) / (6.0 * n))
+
+
+def cd_groups(mean_ranks: np.ndarray, cd: float) -> list[tuple[int, int]]:
+    """Maximal runs of treatments, in ascending mean-rank order, whose spread is below `cd`.
+
+    Returns (first, last) index pairs into `np.sort(mean_ranks)`, each with last > first: the bars of a
+    critical-difference diagram, joining treatments that the Nemenyi test does not separate. A run
+    contained in another is dropped.
+    """
+    ordered = np.sort(np.asarray(mean_ranks, dtype=float))
+    # last[i]: the furthest treatment within cd of treatment i (ordered ranks are ascending)
+    last = np.searchsorted(ordered, ordered + cd, side="left") - 1
+    groups, reach = [], -1
+    for first, end in enumerate(last):
+        if end > first and end > reach:  # not contained in the previous group
+            groups.append((first, int(end)))
+            reach = end
+    return groups

@@ -1,172 +1,62 @@
-"""Tests of pipelines.stats (by hand and against scipy/statsmodels) and of pipelines.compare end to end."""
+"""Tests of pipelines.compare on run folders in the train pipeline's format, written by the fixtures below:
+the per-domain reports, the refusal of incomparable runs, and the cross-domain study (summary.md/csv/json)."""
 
 from __future__ import annotations
 
 import csv
 import json
-import math
 
 import numpy as np
 import pytest
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
-from pipelines.compare import compare, main
-from pipelines.stats import (
-    chance_normalised,
-    holm_adjust,
-    mean_ci,
-    mean_rank,
-    paired_tests,
-    ranks,
-    seed_average,
+from pipelines.compare import (
+    IncomparableRunsError,
+    binned_curve,
+    check_comparable,
+    compare,
+    discover_runs,
+    main,
+    missing_runs,
+    pooled_positions,
+    split_length,
+    study,
 )
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-# ------------------------------------------------------------------------------------------ statistics
-
-# Paired example worked by hand: reference NLL r = [1, 2, 3, 4, 5] on 5 examples, three baselines with
-#   b1: d = [0.1, 0.2, 0.3, 0.4, 0.5]   mean 0.3
-#   b2: d = [0.2, -0.1, 0.0, 0.1, 0.3]  mean 0.1
-#   b3: d = [0.3, 0.0, 0.4, 0.2, 0.1]   mean 0.2
-# Every d has deviations {0, +-0.1, +-0.2} from its mean: sum of squares 0.10, variance 0.10 / 4 = 0.025,
-# sd = 0.158114, se = sd / sqrt(5) = 0.0707107. So t = mean / se: b1 3*sqrt(2) = 4.242641,
-# b2 sqrt(2) = 1.414214, b3 2*sqrt(2) = 2.828427.
-# Two-sided p for df = 4 has the closed form p = 1 - (3/4) * u * (1 - t^2 / (12 (1 + t^2/4))),
-# u = t / sqrt(1 + t^2/4):
-#   b1: t^2 = 18: u = 4.242641 / sqrt(5.5) = 1.809068, 1 - 18/66 = 0.727273 -> p = 1 - 0.986764 = 0.013236
-#   b2: t^2 = 2:  u = 1.414214 / sqrt(1.5) = 1.154701, 1 - 2/18 = 0.888889 -> p = 1 - 0.769800 = 0.230200
-#   b3: t^2 = 8:  u = 2.828427 / sqrt(3)   = 1.632993, 1 - 8/36 = 0.777778 -> p = 1 - 0.952579 = 0.047421
-# Holm over m = 3, ascending p: b1 3 * 0.013236 = 0.039707, b3 2 * 0.047421 = 0.094842,
-# b2 1 * 0.230200 = 0.230200 (already increasing, the running max changes nothing).
-# Significant after Holm: b1 only (b3 is below 0.05 raw, not after correction).
-# 95% CI of b1's mean difference: t_{0.975, 4} = 2.776445, 0.3 +- 2.776445 * 0.0707107 = [0.103675, 0.496325].
-REF = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
-DIFFS = {
-    "b1": np.array([0.1, 0.2, 0.3, 0.4, 0.5]),
-    "b2": np.array([0.2, -0.1, 0.0, 0.1, 0.3]),
-    "b3": np.array([0.3, 0.0, 0.4, 0.2, 0.1]),
-}
-HAND = {  # baseline: (mean difference, t, raw p, Holm p, significant), 6 decimals as worked above
-    "b1": (0.3, 4.242641, 0.013236, 0.039707, True),
-    "b2": (0.1, 1.414214, 0.230200, 0.230200, False),
-    "b3": (0.2, 2.828427, 0.047421, 0.094842, False),
-}
+CONTEXT = 16
+TEST_HASH = "ab" * 32
 
 
-def test_paired_tests_by_hand_and_against_scipy_statsmodels():
-    nll = {"ref": REF, **{name: REF + d for name, d in DIFFS.items()}}
-    results = paired_tests(nll, ref="ref")
-
-    assert [r.baseline for r in results] == ["b1", "b2", "b3"]
-    for r in results:
-        mean_diff, t, p, p_holm, significant = HAND[r.baseline]
-        assert r.ref == "ref" and r.n == 5
-        assert r.mean_diff == pytest.approx(mean_diff, abs=1e-12)
-        assert r.t == pytest.approx(t, abs=1e-6)
-        assert r.p == pytest.approx(p, abs=2e-6)
-        assert r.p_holm == pytest.approx(p_holm, abs=2e-6)
-        assert r.significant is significant
-        assert r.ref_better is significant  # every baseline here is worse than the reference
-        scipy_result = sps.ttest_rel(nll[r.baseline], REF)
-        assert r.t == pytest.approx(scipy_result.statistic, rel=1e-9)
-        assert r.p == pytest.approx(scipy_result.pvalue, rel=1e-9)
-
-    b1 = results[0]
-    assert (b1.ci_lo, b1.ci_hi) == (pytest.approx(0.103675, abs=1e-6), pytest.approx(0.496325, abs=1e-6))
-    expected_holm = multipletests([r.p for r in results], method="holm")[1]
-    np.testing.assert_allclose([r.p_holm for r in results], expected_holm, rtol=1e-12)
-
-
-def test_holm_step_down_keeps_the_order_of_the_raw_p_values():
-    # By hand, m = 4, ascending 0.01, 0.011, 0.04, 0.5 -> 4*0.01 = 0.04, 3*0.011 = 0.033 (raised to the
-    # running max 0.04), 2*0.04 = 0.08, 1*0.5 = 0.5; back in input order [0.08, 0.04, 0.04, 0.5].
-    p = np.array([0.04, 0.01, 0.011, 0.5])
-    adjusted = holm_adjust(p)
-    np.testing.assert_allclose(adjusted, [0.08, 0.04, 0.04, 0.5], rtol=1e-12)
-    np.testing.assert_allclose(adjusted, multipletests(p, method="holm")[1], rtol=1e-12)
-    order = np.argsort(p)
-    assert np.all(np.diff(adjusted[order]) >= 0)
-    assert np.all(adjusted >= p)
-    # capped at 1, random p-values agree with statsmodels
-    np.testing.assert_allclose(holm_adjust(np.array([0.6, 0.7])), [1.0, 1.0])
-    rng = np.random.default_rng(0)
-    for _ in range(20):
-        p = rng.uniform(0, 0.2, size=rng.integers(1, 8))
-        np.testing.assert_allclose(holm_adjust(p), multipletests(p, method="holm")[1], rtol=1e-12)
-
-
-def test_paired_test_of_identical_encodings_is_not_significant():
-    (result,) = paired_tests({"a": REF, "b": REF.copy()}, ref="a")
-    assert (result.t, result.p, result.p_holm, result.significant) == (0.0, 1.0, 1.0, False)
-
-
-def test_ranks_average_ties_by_hand():
-    scores = {"a": 1.0, "b": 2.0, "c": 2.0, "d": 3.0}
-    assert ranks(scores) == {"a": 1.0, "b": 2.5, "c": 2.5, "d": 4.0}
-    assert ranks(scores, lower_is_better=False) == {"a": 4.0, "b": 2.5, "c": 2.5, "d": 1.0}
-    with_nan = ranks({"a": 0.9, "b": math.nan, "c": 0.5}, lower_is_better=False)
-    assert with_nan["a"] == 1.0 and with_nan["c"] == 2.0 and math.isnan(with_nan["b"])
-
-
-def test_mean_rank_and_standard_error_by_hand():
-    # lower is better. g1: x 1, y 2, z 3.  g2: y and z tie at 0.4 -> 1.5 each, x 3.  g3: x 1, z 2, y 3.
-    # se = sqrt(var) / sqrt(3), var with ddof = 1:
-    # x: [1, 3, 1]   mean 5/3,  deviations -2/3, 4/3, -2/3 -> var (24/9)/2 = 4/3, se = 2/3
-    # y: [2, 1.5, 3] mean 13/6, deviations -1/6, -2/3, 5/6 -> var (7/6)/2 = 7/12, se = 0.440959
-    # z: [3, 1.5, 2] mean 13/6, same deviations as y -> se 0.440959
-    table = {
-        "g1": {"x": 0.1, "y": 0.2, "z": 0.3},
-        "g2": {"x": 0.5, "y": 0.4, "z": 0.4},
-        "g3": {"x": 0.1, "y": 0.3, "z": 0.2},
-    }
-    result = mean_rank(table, lower_is_better=True)
-    assert result["x"] == (pytest.approx(5 / 3), pytest.approx(2 / 3))
-    assert result["y"] == (pytest.approx(13 / 6), pytest.approx(0.440959, abs=1e-6))
-    assert result["z"] == (pytest.approx(13 / 6), pytest.approx(0.440959, abs=1e-6))
-
-    single = mean_rank({"g1": {"x": 0.1, "y": 0.2}}, lower_is_better=True)
-    assert single["x"][0] == 1.0 and math.isnan(single["x"][1])
-
-
-def test_seed_average_aligns_by_id_and_rejects_mismatched_example_sets():
-    per_seed = {0: np.array([1.0, 2.0, 3.0]), 1: np.array([5.0, 3.0, 4.0])}
-    ids = {0: np.array([10, 20, 30]), 1: np.array([30, 10, 20])}
-    np.testing.assert_allclose(seed_average(per_seed, ids), [2.0, 3.0, 4.0])
-    np.testing.assert_allclose(seed_average(per_seed), [3.0, 2.5, 3.5])
-
-    with pytest.raises(ValueError, match="different example sets"):
-        seed_average(per_seed, {0: np.array([10, 20, 30]), 1: np.array([10, 20, 31])})
-    with pytest.raises(ValueError, match="different example sets"):
-        seed_average({0: np.array([1.0, 2.0]), 1: np.array([1.0, 2.0, 3.0])})
-
-
-def test_mean_ci_and_chance_normalised():
-    x = np.array([1.0, 2.0, 4.0, 7.0])
-    mean, lo, hi = mean_ci(x)
-    expected = sps.t.interval(0.95, x.size - 1, loc=x.mean(), scale=sps.sem(x))
-    assert mean == 3.5 and (lo, hi) == (pytest.approx(expected[0]), pytest.approx(expected[1]))
-    assert chance_normalised(0.75, 0.5) == 0.5
-    assert chance_normalised(0.1, 0.1) == 0.0
-
-
-# --------------------------------------------------------------------------------------- run folders
-
-
-def _write_run(run_dir, *, domain, pe, seed, task=None, chance=None, splits, finished=True):
-    """A run folder in the train pipeline's format; `splits` maps a split to its summary entry."""
-    (run_dir / "metrics").mkdir(parents=True)
-    manifest = {
-        "run": {"domain": domain, "task": task, "pe": pe, "pe_id": pe, "seed": seed, "preset": "tiny"},
+def _manifest(domain, pe, seed, *, task=None, chance=None, preset="tiny", encoding_parameters=0, **changes):
+    """A manifest as pipelines.train writes it; `changes` alter what check_comparable compares."""
+    model = {"n_layer": changes.get("n_layer", 2), "n_head": 2, "d_model": 32, "context": CONTEXT, "dropout": 0.0}
+    return {
+        "run": {"domain": domain, "task": task, "pe": pe.split("+")[-1], "pe_id": pe, "seed": seed, "preset": preset},
+        "config": {
+            "domain": {"name": domain, "args": {"task": task} if task else {}},
+            "model": {**model, "bias": False, "norm": "layernorm", "tie_embeddings": True},
+            "trainer": {"max_steps": changes.get("max_steps", 800), "batch_size": 4, "eval_batch_size": 8},
+            "pe": {"id": pe, "name": pe, "options": {}},
+            "preset": preset,
+            "seed": seed,
+        },
         "chance": chance,
-        "n_params": 1000,
+        "data_hashes": changes.get("data_hashes", {"eval/test": f"{task or domain}-{TEST_HASH}"}),
+        "n_params": 5000 + encoding_parameters + changes.get("extra_parameters", 0),
+        "encoding": {"name": pe, "mechanism": "qk", "parameters": encoding_parameters},
         "tokens_per_s": 1.0,
-        "data_hashes": {},
-        "config": {},
+        "steps": changes.get("max_steps", 800),
         "git": {"sha": "0" * 40, "dirty": False},
         "packages": {},
     }
+
+
+def _write_run(run_dir, *, domain, pe, seed, splits, task=None, chance=None, finished=True, **manifest_changes):
+    """A run folder in the train pipeline's format; `splits` maps a split to its summary entry."""
+    (run_dir / "metrics").mkdir(parents=True)
+    manifest = _manifest(domain, pe, seed, task=task, chance=chance, **manifest_changes)
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
     (run_dir / "metrics" / "summary.json").write_text(json.dumps({"splits": splits}))
     if finished:
@@ -272,9 +162,11 @@ def test_compare_lm_without_the_default_reference_says_so(tmp_path, capsys):
     _lm_tree(tmp_path / "runs")
     main(["--domain", "jsb", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "results")])
     printed = capsys.readouterr().out
-    assert "# jsb: test NLL by encoding" in printed
-    assert "No paired tests: `darope`" in printed
+    assert "# posbench comparison study" in printed
+    assert "- jsb: No paired tests: `darope` (the default reference) has no finished run here" in printed
     assert str(tmp_path / "results" / "jsb" / "nll_by_position.png") in printed
+    per_domain = (tmp_path / "results" / "jsb" / "summary.md").read_text()
+    assert "# jsb: test NLL by encoding" in per_domain and "No paired tests: `darope`" in per_domain
 
 
 SKIP_REASON = "learned absolute table of length 256 cannot be evaluated at 2048"
@@ -292,16 +184,27 @@ ACCURACY = {
 CHANCE = {"parity": 0.5, "reverse_string": 0.1}
 
 
+def _write_positions(run_dir, split, positions, nll):
+    """metrics/<split>.per_position.csv with 2 tokens at each position and the given mean NLL there."""
+    nll = np.broadcast_to(np.asarray(nll, dtype=float), np.shape(positions))
+    rows = [[p, repr(2 * float(v)), 2] for p, v in zip(positions, nll, strict=True)]
+    _write_csv(run_dir / "metrics" / f"{split}.per_position.csv", ["position", "nll_sum", "tokens"], rows)
+
+
+SPLIT_FACTOR = {"test": 1, "test_2x": 2, "test_8x": 8}
+
+
 def _synthetic_tree(root):
     for (task, pe, seed), accuracies in ACCURACY.items():
+        run_dir = root / "synthetic" / task / pe / f"seed{seed}"
         splits = {
             split: {"skipped": SKIP_REASON}
             if acc is None
             else {"nll": 1.0 - acc, "accuracy": acc, "exact_match": 0.0, "examples": 4, "tokens": 40}
-            for split, acc in zip(("test", "test_2x", "test_8x"), accuracies, strict=True)
+            for split, acc in zip(SPLIT_FACTOR, accuracies, strict=True)
         }
         _write_run(
-            root / "synthetic" / task / pe / f"seed{seed}",
+            run_dir,
             domain="synthetic",
             task=task,
             pe=pe,
@@ -310,6 +213,9 @@ def _synthetic_tree(root):
             splits=splits,
             finished=(task, pe, seed) != ("reverse_string", "rope10k", 1),
         )
+        for split, acc in zip(SPLIT_FACTOR, accuracies, strict=True):
+            if acc is not None:
+                _write_positions(run_dir, split, np.arange(1, SPLIT_FACTOR[split] * CONTEXT), 1.0 - acc)
 
 
 def test_compare_synthetic_end_to_end(tmp_path):
@@ -365,10 +271,450 @@ def test_compare_raises_on_an_empty_domain(tmp_path):
 
 
 def test_a_failed_run_is_reported_with_its_error(tmp_path):
-    from pipelines.compare import discover_runs, missing_runs
+    from pipelines.compare import discover_runs
 
     for pe in ("rope10k", "nope"):
         (tmp_path / "jsb" / pe / "seed0").mkdir(parents=True)
     (tmp_path / "jsb" / "rope10k" / "seed0" / "done.json").write_text("{}")
     (tmp_path / "jsb" / "nope" / "seed0" / "failed.json").write_text('{"error": "NonFiniteLossError: loss is nan"}')
     assert missing_runs(discover_runs(tmp_path, "jsb")) == ["jsb/nope/seed0: failed (NonFiniteLossError: loss is nan)"]
+
+
+# ------------------------------------------------------------------------------------------ refusal
+
+
+def _pair(root, **changes):
+    """jsb: darope (520 parameters of its own, legitimately) and nope, seed 0; `changes` go to nope."""
+    for pe, extra in (("darope", {"encoding_parameters": 520}), ("nope", changes)):
+        run_dir = root / "jsb" / pe / "seed0"
+        _write_run(run_dir, domain="jsb", pe=pe, seed=0, splits={"test": {"nll": 1.0}}, **extra)
+        _write_csv(run_dir / "metrics" / "test.per_example.csv", ["example", "nll"], [[0, 1.0], [1, 2.0]])
+        _write_positions(run_dir, "test", [1, 2], 1.0)
+
+
+@pytest.mark.parametrize(
+    ("change", "aspect", "darope_value", "nope_value"),
+    [
+        (
+            {"data_hashes": {"eval/test": "cd" * 32}},
+            "data hashes",
+            f"eval/test=jsb-{TEST_HASH}",
+            f"eval/test={'cd' * 32}",
+        ),
+        ({"max_steps": 400}, "token budget", "800 x 4 x 16 = 51200", "400 x 4 x 16 = 25600"),
+        ({"n_layer": 3}, "model", "n_layer=2", "n_layer=3"),
+        ({"extra_parameters": 10}, "model", "; 5000 parameters", "; 5010 parameters"),
+        ({"preset": "paper"}, "preset", "tiny", "paper"),
+    ],
+)
+def test_mismatched_runs_are_refused_naming_them(tmp_path, change, aspect, darope_value, nope_value):
+    _pair(tmp_path / "runs", **change)
+    with pytest.raises(IncomparableRunsError) as error:
+        compare(tmp_path / "runs", "jsb", tmp_path / "results" / "jsb")
+    message = str(error.value)
+    assert f"jsb: the runs differ in {aspect}" in message
+    lines = message.splitlines()
+    assert any(darope_value in line and line.endswith(": jsb/darope/seed0") for line in lines)
+    assert any(nope_value in line and line.endswith(": jsb/nope/seed0") for line in lines)
+    assert sum("differ in" in line for line in lines) == 1  # only the property that differs
+    assert not (tmp_path / "results" / "jsb" / "summary.md").exists()
+
+
+def test_the_command_line_refuses_with_a_clear_error(tmp_path, capsys):
+    _pair(tmp_path / "runs", max_steps=400)
+    with pytest.raises(SystemExit) as exit_:
+        main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "results")])
+    assert exit_.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: refusing to compare") and "jsb/nope/seed0" in err
+
+
+def test_encodings_parameters_and_separate_tasks_are_not_mismatches(tmp_path):
+    _pair(tmp_path / "runs")  # darope holds 520 more parameters, all of them its encoding's
+    check_comparable(discover_runs(tmp_path / "runs", "jsb"))
+    # two synthetic tasks have different data (own hashes) and that is fine: each task is its own group
+    for task in ("parity", "needle"):
+        run_dir = tmp_path / "runs" / "synthetic" / task / "nope" / "seed0"
+        _write_run(run_dir, domain="synthetic", pe="nope", seed=0, task=task, chance=0.5, splits={})
+    check_comparable(discover_runs(tmp_path / "runs", "synthetic"))
+
+
+# ------------------------------------------------------------------------------------- small helpers
+
+
+def test_split_length_from_the_record_or_the_name():
+    assert split_length("test", {"window_length": 64}, 32) == 64
+    assert split_length("test_4x", {"nll": 1.0}, 32) == 128
+    assert split_length("test", {"nll": 1.0}, 32) is None  # scored at L (sliding windows are not extrapolation)
+
+
+def test_pooled_positions_and_binned_curve(tmp_path):
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    _write_csv(a, ["position", "nll_sum", "tokens"], [[1, 2.0, 2], [3, 3.0, 1]])
+    _write_csv(b, ["position", "nll_sum", "tokens"], [[3, 1.0, 1], [4, 8.0, 4]])
+    positions, nll_sum, tokens = pooled_positions([a, b])
+    np.testing.assert_array_equal(positions, [1, 3, 4])
+    np.testing.assert_allclose(nll_sum, [2.0, 4.0, 8.0])
+    np.testing.assert_allclose(tokens, [2, 2, 4])
+    x, y = binned_curve(positions, nll_sum, tokens)  # few positions: unbinned
+    np.testing.assert_allclose(y, [1.0, 2.0, 2.0])
+    # 2 bins over positions 1..4: [1, 2.5) holds position 1, [2.5, 4] holds 3 and 4 -> (4 + 8) / (2 + 4)
+    x, y = binned_curve(positions, nll_sum, tokens, bins=2)
+    np.testing.assert_allclose(y, [1.0, 2.0])
+    # the plain rule: the token-weighted mean over a bin is sum(nll_sum) / sum(tokens) of its positions
+    rng = np.random.default_rng(0)
+    positions = np.arange(1, 1000)
+    tokens = rng.integers(1, 5, positions.size).astype(float)
+    nll_sum = tokens * rng.uniform(0, 3, positions.size)
+    x, y = binned_curve(positions, nll_sum, tokens, bins=10)
+    edges = np.linspace(1, 1000, 11)
+    expected = [
+        nll_sum[(positions >= lo) & (positions < hi)].sum() / tokens[(positions >= lo) & (positions < hi)].sum()
+        for lo, hi in zip(edges[:-1], edges[1:], strict=True)
+    ]
+    np.testing.assert_allclose(y, expected)
+
+
+# --------------------------------------------------------------------------------------------- study
+# A constructed study whose every number is known. Seed k adds E[k] * sigma to every example of a run,
+# so each example's seed average is exactly the value below while the seeds' own means spread by sigma
+# (seed SD = sigma).
+#
+# jsb (N = 5) and maestro (N = 5), reference darope with NLL r_i; baselines r_i + d_i with the d of
+# tests/test_stats.py's worked example (B1: raw p 0.013236, B2: 0.230200, B3: 0.047421) and NOPE_D
+# (t = 30.4, p < 1e-5). Holm over the 3 baselines of each domain, by hand:
+#   jsb:     nope (3 x ~7e-6) ***, rope10k = r + B1: 2 x 0.013236 = 0.026472 *, hope = r + B2: 0.230200
+#   maestro: nope ***, rope10k = r - B1 (better than darope): 0.026472 †, hope = r + B3: 0.047421 *
+# Means: jsb darope 0.7, hope 0.8, rope10k 1.0, nope 1.71 -> ranks 1, 2, 3, 4
+#        maestro rope10k 1.3, darope 1.6, hope 1.8, nope 2.61 -> ranks 1, 2, 3, 4 (rope10k, darope, ...)
+# darope's interval: r has sd 0.158114, half width t_{0.975,4} * sd / sqrt(5) = 2.776445 * 0.0707107 = 0.1963
+#
+# synthetic: parity (chance 0.5) and needle (chance 0.1), seed-averaged test accuracy and its
+# chance-normalised value (acc - chance) / (1 - chance):
+#   rope10k 0.90 -> 0.8 and 0.91 -> 0.9: mean 0.85      darope 0.80 -> 0.6 and 0.82 -> 0.8: mean 0.70
+#   hope    0.70 -> 0.4 and 0.55 -> 0.5: mean 0.45      nope   0.60 -> 0.2 and 0.28 -> 0.2: mean 0.20
+# ranks 1, 2, 3, 4 for rope10k, darope, hope, nope.
+#
+# Mean rank over the 3 domains (se = std(ddof=1) / sqrt(3)):
+#   darope [1, 2, 2] 1.67 ± 0.33; rope10k [3, 1, 1] 1.67 ± 0.67; hope [2, 3, 3] 2.67 ± 0.33; nope 4.00 ± 0.00
+# over the 2 NLL domains: darope 1.50 ± 0.50, rope10k 2.00 ± 1.00, hope 2.50 ± 0.50, nope 4.00 ± 0.00
+# Friedman over the domains: rank sums 5, 5, 8, 12 -> chi2 = 12 / (3 * 4 * 5) * 258 - 3 * 3 * 5 = 6.6,
+# CD = 2.569 * sqrt(4 * 5 / (6 * 3)) = 2.708. Over the 2 tasks: same order in both, chi2 = N (k - 1) = 6.
+R = {"jsb": np.array([0.5, 0.8, 0.6, 0.9, 0.7]), "maestro": np.array([1.4, 1.7, 1.5, 1.8, 1.6])}
+B1 = np.array([0.1, 0.2, 0.3, 0.4, 0.5])
+B2 = np.array([0.2, -0.1, 0.0, 0.1, 0.3])
+B3 = np.array([0.3, 0.0, 0.4, 0.2, 0.1])
+NOPE_D = np.array([1.0, 1.1, 0.9, 1.0, 1.05])
+DIFFS = {
+    "jsb": {"darope": 0 * B1, "rope10k": B1, "hope": B2, "nope": NOPE_D},
+    "maestro": {"darope": 0 * B1, "rope10k": -B1, "hope": B3, "nope": NOPE_D},
+}
+SIGMA = {("jsb", "hope"): 0.2}  # else 0.05; jsb hope's gap 0.1 is inside its seed spread
+E = (-1.0, 0.0, 1.0)
+IDS = np.array([2, 5, 7, 11, 13])
+ENCODING_PARAMETERS = {"darope": 520, "hope": 0, "nope": 0, "rope10k": 0, "rope10k+yarn": 0}
+PAST_NLL = {"darope": 2.0, "hope": 2.5, "nope": 3.0, "rope10k": 4.0, "rope10k+yarn": 1.5}  # at positions >= L
+SYNTHETIC_ACC = {
+    "parity": {"rope10k": 0.90, "darope": 0.80, "hope": 0.70, "nope": 0.60},
+    "needle": {"rope10k": 0.91, "darope": 0.82, "hope": 0.55, "nope": 0.28},
+}
+SYNTHETIC_CHANCE = {"parity": 0.5, "needle": 0.1}
+
+
+def _long_split(run_dir, pe, split, factor):
+    """A split scored at factor x L: NLL 1.0 inside the training length, PAST_NLL[pe] past it."""
+    positions = np.arange(1, factor * CONTEXT)
+    _write_positions(run_dir, split, positions, np.where(positions >= CONTEXT, PAST_NLL[pe], 1.0))
+
+
+def _study_tree(root, preset="tiny"):
+    for domain, diffs in DIFFS.items():
+        for pe in [*diffs, *(["rope10k+yarn"] if domain == "maestro" else [])]:
+            trained = pe.split("+")[0]
+            for seed, e in enumerate(E):
+                nll = R[domain] + diffs[trained] + e * SIGMA.get((domain, trained), 0.05)
+                run_dir = root / domain / pe / f"seed{seed}"
+                splits = {"test": {"nll": float(nll.mean()), "accuracy": 0.5, "examples": 5, "tokens": 50}}
+                if domain == "maestro":
+                    splits["test_4x"] = {"nll": 2.0, "accuracy": 0.3, "examples": 5, "tokens": 200}
+                _write_run(
+                    run_dir,
+                    domain=domain,
+                    pe=pe,
+                    seed=seed,
+                    splits=splits,
+                    preset=preset,
+                    encoding_parameters=ENCODING_PARAMETERS[pe],
+                )
+                order = np.roll(np.arange(5), seed)  # rows in any order: aligned by example id
+                _write_csv(
+                    run_dir / "metrics" / "test.per_example.csv",
+                    ["example", "nll", "tokens", "correct", "exact"],
+                    [[IDS[i], repr(float(nll[i])), 10, 5, 0] for i in order],
+                )
+                # jsb's test chorales run past the context (sliding windows): not an extrapolation split
+                _write_positions(run_dir, "test", np.arange(1, CONTEXT + 5), float(nll.mean()))
+                if domain == "maestro":
+                    _long_split(run_dir, pe, "test_4x", 4)
+    # a failed encoding and an unfinished domain: both must be listed
+    (root / "jsb" / "pope" / "seed0").mkdir(parents=True)
+    (root / "jsb" / "pope" / "seed0" / "failed.json").write_text('{"error": "RuntimeError: out of memory", "step": 7}')
+    (root / "hrg" / "darope" / "seed0").mkdir(parents=True)
+
+    for task, accuracy in SYNTHETIC_ACC.items():
+        for pe in [*accuracy, "rope10k+yarn"]:
+            trained = pe.split("+")[0]
+            for seed, e in enumerate(E):
+                acc = accuracy[trained] + 0.02 * e
+                run_dir = root / "synthetic" / task / pe / f"seed{seed}"
+                splits = {
+                    "test": {"nll": 1 - acc, "accuracy": acc, "examples": 4, "tokens": 40},
+                    "test_2x": {"nll": 1.0, "accuracy": acc / 2, "examples": 4, "tokens": 80},
+                }
+                _write_run(
+                    run_dir,
+                    domain="synthetic",
+                    task=task,
+                    pe=pe,
+                    seed=seed,
+                    chance=SYNTHETIC_CHANCE[task],
+                    splits=splits,
+                    preset=preset,
+                    encoding_parameters=ENCODING_PARAMETERS[pe],
+                )
+                _write_positions(run_dir, "test", np.arange(1, CONTEXT), 1 - acc)
+                _long_split(run_dir, pe, "test_2x", 2)
+
+
+def _holm(domain):
+    """Holm-adjusted p of each baseline against darope, from scipy and statsmodels."""
+    baselines = [pe for pe in DIFFS[domain] if pe != "darope"]
+    ref = R[domain]
+    raw = [sps.ttest_rel(ref + DIFFS[domain][pe], ref).pvalue for pe in baselines]
+    return dict(zip(baselines, multipletests(raw, method="holm")[1], strict=True))
+
+
+def _nll_cell(domain, pe, bold=False, mark=""):
+    x = R[domain] + DIFFS[domain][pe]
+    lo, hi = sps.t.interval(0.95, x.size - 1, loc=x.mean(), scale=sps.sem(x))
+    text = f"{x.mean():.4f} ± {(hi - lo) / 2:.4f}"
+    return (f"**{text}**" if bold else text) + (f" {mark}" if mark else "")
+
+
+def _accuracy_cell(pe, bold=False):
+    x = np.array([(SYNTHETIC_ACC[t][pe] - c) / (1 - c) for t, c in SYNTHETIC_CHANCE.items()])
+    lo, hi = sps.t.interval(0.95, x.size - 1, loc=x.mean(), scale=sps.sem(x))
+    text = f"{x.mean():.3f} ± {(hi - lo) / 2:.3f}"
+    return f"**{text}**" if bold else text
+
+
+@pytest.fixture(scope="module")
+def tiny_study(tmp_path_factory):
+    """(results folder, summary.md text) of the constructed study at the tiny preset, written once."""
+    root = tmp_path_factory.mktemp("study")
+    _study_tree(root / "runs")
+    summary = study(root / "runs", None, root / "results")
+    assert summary == root / "results" / "summary.md"
+    return root / "results", summary.read_text()
+
+
+def test_study_summary_table(tiny_study):
+    out, markdown = tiny_study
+
+    # Holm by hand (see above) and from statsmodels, and the stars they give
+    jsb, maestro = _holm("jsb"), _holm("maestro")
+    assert jsb["rope10k"] == pytest.approx(0.026472, abs=2e-6) and jsb["hope"] == pytest.approx(0.2302, abs=1e-4)
+    assert maestro["rope10k"] == pytest.approx(0.026472, abs=2e-6)
+    assert maestro["hope"] == pytest.approx(0.047421, abs=2e-6)
+    assert jsb["nope"] < 0.001 and maestro["nope"] < 0.001
+    assert _nll_cell("jsb", "darope", bold=True) == "**0.7000 ± 0.1963**"  # by hand, above
+
+    table = _section(markdown, "Test results by domain and encoding")
+    header = (
+        "| encoding | jsb (NLL ↓) | maestro (NLL ↓) | synthetic (norm. acc. ↑) | mean rank | mean rank (NLL domains) |"
+    )
+    expected_rows = [
+        [
+            "`darope` (ref)",
+            _nll_cell("jsb", "darope", bold=True),
+            _nll_cell("maestro", "darope"),
+            _accuracy_cell("darope"),
+            "**1.67 ± 0.33**",
+            "1.50 ± 0.50",
+        ],
+        [
+            "`rope10k`",
+            _nll_cell("jsb", "rope10k", mark="*"),
+            _nll_cell("maestro", "rope10k", bold=True, mark="†"),
+            _accuracy_cell("rope10k", bold=True),
+            "**1.67 ± 0.67**",
+            "2.00 ± 1.00",
+        ],
+        [
+            "`hope`",
+            _nll_cell("jsb", "hope"),
+            _nll_cell("maestro", "hope", mark="*"),
+            _accuracy_cell("hope"),
+            "2.67 ± 0.33",
+            "2.50 ± 0.50",
+        ],
+        [
+            "`nope`",
+            _nll_cell("jsb", "nope", mark="***"),
+            _nll_cell("maestro", "nope", mark="***"),
+            "0.200 ± 0.000",
+            "4.00 ± 0.00",
+            "4.00 ± 0.00",
+        ],
+        ["`pope`", "missing", "—", "—", "n/a", "n/a"],
+    ]
+    lines = [line for line in table.splitlines() if line.startswith("|")]
+    assert lines[0] == header
+    assert lines[2:] == ["| " + " | ".join(row) + " |" for row in expected_rows]
+    assert "rope10k+yarn" not in table  # YaRN is the rope run itself at the training length
+
+    # the same numbers in summary.csv
+    rows = {(r["domain"], r["encoding"]): r for r in _read_csv(out / "summary.csv")}
+    assert float(rows["jsb", "rope10k"]["p_holm"]) == pytest.approx(jsb["rope10k"], rel=1e-9)
+    assert (rows["jsb", "rope10k"]["stars"], rows["maestro", "rope10k"]["stars"]) == ("*", "")
+    assert rows["jsb", "nope"]["stars"] == "***" and rows["jsb", "hope"]["stars"] == ""
+    assert float(rows["jsb", "darope"]["score"]) == pytest.approx(0.7)
+    assert rows["jsb", "darope"]["seeds"] == "0:0.65;1:0.7;2:0.75"
+    assert float(rows["synthetic", "rope10k"]["score"]) == pytest.approx(0.85)
+    assert (float(rows["all", "darope"]["score"]), float(rows["all", "darope"]["se"])) == (
+        pytest.approx(5 / 3),
+        pytest.approx(1 / 3),
+    )
+    assert rows["all", "pope"]["score"] == "" and rows["all", "pope"]["n"] == "0"
+    assert rows["jsb", "hope"]["within_seed_spread"] == "True" and rows["jsb", "nope"]["within_seed_spread"] == "False"
+
+    # and in summary.json, which is strict JSON (no NaN)
+    text = (out / "summary.json").read_text()
+    assert "NaN" not in text
+    data = json.loads(text)
+    assert data["mean_rank"]["rope10k"] == {"mean": pytest.approx(5 / 3), "se": pytest.approx(2 / 3), "domains": 3}
+    assert data["domains"]["jsb"]["encodings"]["rope10k"]["p_holm"] == pytest.approx(jsb["rope10k"])
+    assert data["domains_without_finished_runs"] == ["hrg"]
+
+    # the per-domain report grades its stars the same way
+    per_domain = (out / "jsb" / "summary.md").read_text().splitlines()
+    assert any(line.startswith("| 3 | `rope10k` |") and line.endswith("] * | 0.0265 |") for line in per_domain)
+    assert any(line.startswith("| 4 | `nope` |") and "] *** |" in line for line in per_domain)
+
+    for name in ("figure3.png", "nll_by_position.png", "cd_domains.png", "cd_synthetic_tasks.png"):
+        _assert_png(out / name)
+    for domain in ("maestro", "synthetic"):
+        _assert_png(out / domain / "extrapolation.png")
+    assert not (out / "jsb" / "extrapolation.png").exists()  # sliding windows at L are not extrapolation
+
+
+def test_study_friedman_seed_spread_extrapolation_and_missing_runs(tiny_study):
+    out, markdown = tiny_study
+
+    friedman = _section(markdown, "Friedman test and Nemenyi critical difference (beyond the paper)")
+    scores = np.array([[0.7, 1.0, 0.8, 1.71], [1.6, 1.3, 1.8, 2.61], [-0.70, -0.85, -0.45, -0.20]])
+    expected = sps.friedmanchisquare(*scores.T)  # darope, rope10k, hope, nope; accuracy negated
+    assert expected.statistic == pytest.approx(6.6)
+    assert f"chi2_F = 6.600 (df 3), p = {expected.pvalue:.3g}" in friedman
+    assert "N = 3: jsb, maestro, synthetic; k = 4" in friedman and "CD = 2.708" in friedman
+    assert "**Across synthetic tasks** (N = 2: needle, parity; k = 4): chi2_F = 6.000 (df 3)" in friedman
+    assert "CD = 3.317" in friedman  # 2.569 * sqrt(20 / 12)
+    assert "Left out (not scored in every block): `pope`" not in friedman  # pope has no score at all
+    data = json.loads((out / "summary.json").read_text())
+    assert data["friedman"]["domains"]["mean_ranks"] == {"darope": 5 / 3, "rope10k": 5 / 3, "hope": 8 / 3, "nope": 4}
+    # 4 - 5/3 = 2.33 < CD 2.708: three domains cannot separate even the last from the first
+    assert data["friedman"]["domains"]["not_separated"] == [["darope", "rope10k", "hope", "nope"]]
+    assert "Not separated by the Nemenyi test: {`darope`, `rope10k`, `hope`, `nope`}." in friedman
+
+    seeds = _section(markdown, "Per-seed spread")
+    jsb = seeds.split("### jsb", 1)[1].split("###", 1)[0]
+    assert "| `darope` | 0.6500 | 0.7000 | 0.7500 | 0.0500 | reference |  |" in jsb
+    assert "| `hope` | 0.6000 | 0.8000 | 1.0000 | 0.2000 | +0.1000 | ⚠ within seed spread |" in jsb
+    assert "| `nope` | 1.6600 | 1.7100 | 1.7600 | 0.0500 | +1.0100 |  |" in jsb
+    synthetic = seeds.split("### synthetic", 1)[1]
+    # seed k shifts both tasks' accuracy by 0.02 E[k]: normalised by 0.5 and 0.9, mean shift 0.031111 E[k]
+    assert "| `rope10k` | 0.819 | 0.850 | 0.881 | 0.031 | +0.150 |  |" in synthetic
+
+    extrapolation = _section(markdown, "Extrapolation past the training length")
+    header = "| domain | split | L → window | `darope` | `hope` | `nope` | `rope10k` | `rope10k+yarn` |"
+    assert header in extrapolation
+    assert "| maestro | test_4x | 16 → 64 | 2.0000 | 2.5000 | 3.0000 | 4.0000 | **1.5000** |" in extrapolation
+    assert "| synthetic/needle | test_2x | 16 → 32 | 2.0000 | 2.5000 | 3.0000 | 4.0000 | **1.5000** |" in extrapolation
+    assert "| jsb |" not in extrapolation
+    rows = _read_csv(out / "extrapolation.csv")
+    assert len(rows) == 3 * 5  # maestro test_4x + two synthetic tasks' test_2x, 5 entries each
+    assert {float(r["nll_within"]) for r in rows} == {1.0}
+
+    missing = _section(markdown, "Missing runs").strip().splitlines()
+    assert missing == [
+        "- jsb/pope/seed0: failed (RuntimeError: out of memory)",
+        "- jsb/pope/seed1: no run folder",
+        "- jsb/pope/seed2: no run folder",
+        "- hrg/darope/seed0: unfinished (no done.json)",
+    ]
+    assert "- hrg: no finished run yet" in markdown
+
+    # the per-domain synthetic report keeps YaRN off the in-distribution split only
+    per_domain = (out / "synthetic" / "summary.md").read_text()
+    assert "`rope10k+yarn`" not in _section(per_domain, "test") and "`rope10k+yarn`" in _section(per_domain, "test_2x")
+
+
+def test_paper_values_only_at_the_paper_preset(tiny_study, tmp_path):
+    out, tiny = tiny_study
+    paper_section = _section(tiny, "Paper 000's published values")
+    assert "- jsb: preset `tiny`" in paper_section and "- maestro: preset `tiny`" in paper_section
+    assert "not comparable; omitted" in paper_section
+    assert "0.4547" not in tiny and "1.4180" not in tiny
+    assert all(row["paper"] == "" for row in _read_csv(out / "summary.csv"))
+
+    _study_tree(tmp_path / "paper" / "runs", preset="paper")
+    paper = study(tmp_path / "paper" / "runs", None, tmp_path / "paper" / "results").read_text()
+    table = [line for line in _section(paper, "Paper 000's published values").splitlines() if line.startswith("| ")]
+    assert table[1:] == [  # ours from the construction above; the paper's from SPEC 3
+        "| jsb | `darope` | 0.7000 | 0.4547 | +0.2453 |",
+        "| jsb | `hope` | 0.8000 | 0.4567 | +0.3433 |",
+        "| jsb | `nope` | 1.7100 | 1.1634 | +0.5466 |",
+        "| maestro | `darope` | 1.6000 | 1.4180 | +0.1820 |",
+        "| maestro | `hope` | 1.8000 | 1.4289 | +0.3711 |",
+        "| maestro | `nope` | 2.6100 | 1.5075 | +1.1025 |",
+    ]
+    rows = {(r["domain"], r["encoding"]): r for r in _read_csv(tmp_path / "paper" / "results" / "summary.csv")}
+    assert rows["jsb", "darope"]["paper"] == "0.4547" and rows["jsb", "rope10k"]["paper"] == ""
+
+
+def test_study_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no run folders under"):
+        study(tmp_path / "runs", None, tmp_path / "results")
+    (tmp_path / "runs" / "hrg" / "nope" / "seed0").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match="no finished run"):
+        study(tmp_path / "runs", None, tmp_path / "results")
+    with pytest.raises(FileNotFoundError, match="'jsb'"):
+        study(tmp_path / "runs", ["jsb"], tmp_path / "results")
+    with pytest.raises(SystemExit):
+        main(["--domains", "all-present", "jsb"])
+
+
+def test_synthetic_only_study_with_an_incomplete_encoding(tmp_path):
+    _synthetic_tree(tmp_path / "runs")
+    run_dir = tmp_path / "runs" / "synthetic" / "parity" / "hope" / "seed0"  # hope ran on parity only
+    entry = {"nll": 0.5, "accuracy": 0.75, "exact_match": 0.0, "examples": 4, "tokens": 40}
+    _write_run(run_dir, domain="synthetic", task="parity", pe="hope", seed=0, chance=0.5, splits={"test": entry})
+    summary = study(tmp_path / "runs", ["synthetic"], tmp_path / "results", ref="rope10k")
+    markdown = summary.read_text()
+
+    # parity rope10k 0.85 -> 0.7, reverse_string 0.95 -> 0.944 (seed 1 unfinished); ape_learned 0.65 -> 0.3,
+    # 0.55 -> 0.5: means 0.822 and 0.400; two tasks: ranks 1 and 2, a single domain: no standard error
+    table = [line for line in _section(markdown, "Test results by domain and encoding").splitlines() if "|" in line]
+    assert table[0] == "| encoding | synthetic (norm. acc. ↑) | mean rank |"
+    assert table[2].startswith("| `rope10k` | **0.822 ± ") and table[2].endswith(" | **1.00** |")
+    assert table[3].startswith("| `ape_learned` | 0.400 ± ") and table[3].endswith(" | 2.00 |")
+    assert table[4] == "| `hope` | incomplete (test results on 1 of 2 tasks) | n/a |"
+    assert "(NLL domains)" not in markdown and "## Paper 000's published values" not in markdown
+
+    friedman = _section(markdown, "Friedman test and Nemenyi critical difference (beyond the paper)")
+    assert "**Across domains**: not run: needs at least 2 domains" in friedman
+    assert "**Across synthetic tasks** (N = 2: parity, reverse_string; k = 2)" in friedman
+    assert "Left out (not scored in every block): `hope`." in friedman
+    assert not (tmp_path / "results" / "cd_domains.png").exists()
+    _assert_png(tmp_path / "results" / "cd_synthetic_tasks.png")
+    assert "synthetic/parity/hope/seed1: no run folder" in _section(markdown, "Missing runs")
