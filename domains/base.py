@@ -182,7 +182,13 @@ class SequenceDataModule(L.LightningDataModule, ABC):
 
     def data_hashes(self) -> dict[str, str]:
         """Hashes that identify the data (raw inputs and evaluation windows) for the run manifest."""
-        return {f"eval/{split}": self.eval_windows(split).digest() for split in self.eval_split_names}
+        hashes = {}
+        for split in self.eval_split_names:
+            try:
+                hashes[f"eval/{split}"] = self.eval_windows(split).digest()
+            except EmptySplitError as err:
+                hashes[f"eval/{split}"] = f"empty: {err}"
+        return hashes
 
     def describe(self) -> dict[str, Any]:
         return {"domain": self.domain, "vocab_size": self.vocab_size, "context": self.context}

@@ -619,12 +619,24 @@ class HRGDataModule(StoredDataModule):
         return tokens, scored
 
     def build_eval_windows(self, split: str) -> EvalWindows:
+        if self.extrapolation_factor(split):
+            return super().build_eval_windows(split)  # test_<f>x: long_test_sequences below
         windows = self.split(split)
         if len(windows) == 0:
             raise EmptySplitError(
                 f"hrg {split}: chromosomes {windows.chromosomes} have no window of {self.window_bases} bases"
             )
         return windows_from_examples(windows.all_examples(), self.context, self.eval_stride, self.pad_id)
+
+    def long_test_sequences(self, length: int) -> list[np.ndarray]:
+        """Extrapolation material: the test chromosomes in the example geometry scaled by f = length / context
+        (f x 6100 bases every f x 6050, f x 1000 tokens at the paper preset); windows with fewer tokens are dropped."""
+        factor = length // self.context
+        test = self.split("test")
+        scaled = ChromosomeWindows(
+            test.chromosomes, test.paths, factor * self.window_bases, factor * self.stride_bases, length
+        )
+        return [example for example in scaled.all_examples() if len(example) == length]
 
     def render_example(self, split: str, index: int, max_tokens: int) -> str:
         windows = self.split(split)

@@ -43,7 +43,7 @@ from typing import Any, ClassVar
 import numpy as np
 from miditok import REMI
 
-from domains.atomic import atomic_path, write_text
+from domains.atomic import atomic_path, write_npy, write_text
 from domains.base import Window
 from domains.fetch import FetchError, fetch, mirror_root, raw_dir
 from domains.maestro_tokenize import (
@@ -54,7 +54,7 @@ from domains.maestro_tokenize import (
     tokenize_files,
     tokenizer_digest,
 )
-from domains.store import is_current, read_meta, sha256_file, write_store
+from domains.store import is_current, read_meta, sha256_file, token_dtype, write_store
 from domains.stored import RawFile, StoredDataModule
 
 DOMAIN = "maestro"
@@ -68,6 +68,7 @@ EVAL_FRACTION = 0.05  # of the performances, for val and for test each
 OVERLAP_BARS = 2
 TOKENIZER_FILE = "tokenizer.json"
 PERFORMANCES_FILE = "performances.csv"
+TEST_PERFORMANCES = "test_performances"  # whole test performances (.tokens.npy + .offsets.npy): extrapolation
 MIDI_SUMS = "midi/SHA256SUMS"  # raw_sha256 key of an unpacked folder's MIDI files: sha256 of "sha256  name" lines
 
 
@@ -340,6 +341,7 @@ class MaestroDataModule(StoredDataModule):
             "split_seed": self.split_seed,
             "chunk_length": self.chunk_length,
             "tokenizer": self.tokenizer_sha256,
+            "whole_test_performances": True,  # stores built before they were kept are rebuilt (from the cache)
         }
 
     def prepare_data(self) -> dict[str, Any]:
@@ -401,6 +403,15 @@ class MaestroDataModule(StoredDataModule):
         for name, reason in sorted(skipped.items()):
             rows.append({"midi_filename": name, "split": "skipped", "sha256": sha.get(name, ""), "skipped": reason})
 
+        test_sequences = [
+            np.concatenate([[self.bos_id], result.tokens[p.midi_filename], [self.eos_id]])
+            for p, label in zip(usable, labels, strict=True)
+            if label == "test"
+        ]
+        lengths = np.array([0] + [len(t) for t in test_sequences], dtype=np.int64)
+        tokens = np.concatenate(test_sequences) if test_sequences else np.zeros(0)
+        write_npy(self.store / f"{TEST_PERFORMANCES}.tokens.npy", tokens.astype(token_dtype(VOCAB_SIZE)))
+        write_npy(self.store / f"{TEST_PERFORMANCES}.offsets.npy", np.cumsum(lengths))
         with atomic_path(self.store / TOKENIZER_FILE) as tmp:
             self.tokenizer.save(tmp)
         write_csv(self.store / PERFORMANCES_FILE, rows)
@@ -455,6 +466,18 @@ class MaestroDataModule(StoredDataModule):
     def token_names(self, tokens: np.ndarray) -> list[str]:
         """REMI names of token ids, without miditok's `_None` suffix (Bar, BOS, PAD)."""
         return [self.tokenizer[int(t)].removesuffix("_None") for t in tokens]
+
+    def long_test_sequences(self, length: int) -> list[np.ndarray]:
+        """Extrapolation material: the whole test performances (the stored test chunks stop at chunk_length),
+        cut into consecutive pieces of `length` tokens."""
+        tokens = np.load(self.store / f"{TEST_PERFORMANCES}.tokens.npy", mmap_mode="r")
+        offsets = np.load(self.store / f"{TEST_PERFORMANCES}.offsets.npy")
+        pieces = []
+        for begin, end in zip(offsets[:-1], offsets[1:], strict=True):
+            pieces += [
+                np.asarray(tokens[s : s + length], dtype=np.int64) for s in range(begin, end - length + 1, length)
+            ]
+        return pieces
 
     def performances(self) -> list[dict[str, str]]:
         """Rows of the store's performances.csv."""

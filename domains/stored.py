@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from domains.base import EvalWindows, SequenceDataModule, Window, windows_from_examples
+from domains.base import EmptySplitError, EvalWindows, SequenceDataModule, Window, windows_from_examples
 from domains.fetch import fetch, store_dir
 from domains.store import SPLITS, Split, is_current, read_meta, read_split, sha256_file, write_store
 
@@ -31,11 +31,23 @@ class StoredDataModule(SequenceDataModule):
     window_alignment: ClassVar[int] = 1  # training windows start on a multiple of this many tokens
     eval_split_names = ("test",)
 
-    def __init__(self, *, store: str | Path | None = None, eval_stride: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        store: str | Path | None = None,
+        eval_stride: int | None = None,
+        extrapolation: list[int] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.store = Path(store) if store else store_dir(self.domain)
         self.eval_stride = eval_stride or self.context // 2
         self._splits: dict[str, Split] = {}
+        # Extrapolation splits test_<f>x: test material in windows of f x context tokens, scored whole
+        self.extrapolation = tuple(int(f) for f in extrapolation or ())
+        if any(f < 2 for f in self.extrapolation):
+            raise ValueError(f"{self.domain}: extrapolation factors must be >= 2, got {list(self.extrapolation)}")
+        self.eval_split_names = ("test", *(f"test_{f}x" for f in self.extrapolation))
 
     # ---- what a stored domain provides ------------------------------------------------------------------
     @abstractmethod
@@ -100,9 +112,35 @@ class StoredDataModule(SequenceDataModule):
         return tokens, scored
 
     def build_eval_windows(self, split: str) -> EvalWindows:
+        factor = self.extrapolation_factor(split)
+        if factor:
+            length = factor * self.context
+            sequences = self.long_test_sequences(length)
+            if not sequences:
+                raise EmptySplitError(f"{self.domain} {split}: no test material of {length} tokens ({factor}x context)")
+            return windows_from_examples(sequences, length, length, self.pad_id)
         data = self.split(split)
         examples = [np.asarray(data.example(i)) for i in range(len(data))]
         return windows_from_examples(examples, self.context, self.eval_stride, self.pad_id)
+
+    def extrapolation_factor(self, split: str) -> int | None:
+        """f for an extrapolation split `test_<f>x` of this datamodule, None for any other split."""
+        for factor in self.extrapolation:
+            if split == f"test_{factor}x":
+                return factor
+        return None
+
+    def long_test_sequences(self, length: int) -> list[np.ndarray]:
+        """Test material cut into sequences of exactly `length` tokens, each scored whole (every position up to
+        `length` gets a score: the NLL curve past the training context). By default consecutive non-overlapping
+        pieces of the test examples that are long enough; a domain whose test examples are cut at the context
+        (chunks, fixed windows) overrides this with longer material."""
+        data = self.split("test")
+        pieces = []
+        for i in range(len(data)):
+            example = np.asarray(data.example(i))
+            pieces += [example[start : start + length] for start in range(0, len(example) - length + 1, length)]
+        return pieces
 
     # ---- a readable look at the data (`python -m pipelines.samples --domain <name>`) -----------------------
     def render_example(self, split: str, index: int, max_tokens: int) -> str:

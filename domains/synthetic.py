@@ -91,11 +91,3 @@ class SyntheticDataModule(SequenceDataModule):
         tokens = [e[0] for e in encoded]
         return windows_from_examples(tokens, length, length, PAD_ID, scored_masks=[e[1] for e in encoded])
 
-    def data_hashes(self) -> dict[str, str]:
-        hashes = {}
-        for split in self.eval_split_names:
-            try:
-                hashes[f"eval/{split}"] = self.eval_windows(split).digest()
-            except EmptySplitError as err:
-                hashes[f"eval/{split}"] = f"empty: {err}"
-        return hashes

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from domains.base import TrainStream, sliding_windows, windows_from_examples
+from domains.base import EmptySplitError, TrainStream, sliding_windows, windows_from_examples
 from domains.fetch import FetchError, fetch
 from domains.store import read_split
 from domains.stored import RawFile, StoredDataModule
@@ -170,6 +170,26 @@ def test_stored_eval_windows_cover_each_test_example(mirror):
     for i in range(3):
         example = np.asarray(dm.split("test").example(i))
         assert windows.scored[windows.example == i].sum() == len(example) - 1
+
+
+def test_extrapolation_splits_cut_test_material_into_whole_windows_of_f_times_context(mirror):
+    """test_2x: every test line long enough gives consecutive pieces of 2 x 16 tokens, each scored from position
+    1 to 31; a factor no test line reaches is an empty split (recorded, not a crash)."""
+    dm = lines_module(extrapolation=[2, 8])
+    dm.prepare_data()
+    assert dm.eval_split_names == ("test", "test_2x", "test_8x")
+    lines = [np.asarray(dm.split("test").example(i)) for i in range(len(dm.split("test")))]
+    expected = [line[s : s + 32] for line in lines for s in range(0, len(line) - 31, 32)]
+    windows = dm.eval_windows("test_2x")
+    assert windows.window_length == 32 and windows.n_examples == len(expected) > 0
+    assert [w.tolist() for w in windows.tokens] == [e.tolist() for e in expected]
+    assert windows.scored[:, 0].sum() == 0 and windows.scored[:, 1:].all()
+    assert max(len(line) for line in lines) < 128
+    with pytest.raises(EmptySplitError, match="lines_test test_8x: no test material of 128 tokens"):
+        dm.eval_windows("test_8x")
+    assert dm.data_hashes()["eval/test_8x"].startswith("empty: ")
+    with pytest.raises(ValueError, match="extrapolation factors must be >= 2"):
+        lines_module(extrapolation=[1])
 
 
 def test_mirror_missing_file_names_the_path(mirror):

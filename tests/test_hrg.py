@@ -154,6 +154,19 @@ def test_window_starts_overlap_and_eval_tokens(mirror):
     assert train.locate(example_count(7_000, 610, 605)) == (1, 0)
 
 
+def test_extrapolation_windows_scale_the_example_geometry(mirror):
+    """test_2x: windows of 2 x 610 bases every 2 x 605 over chr22, each the NT rule's first 200 tokens."""
+    dm = module(extrapolation=[2])
+    dm.prepare_data()
+    assert dm.eval_split_names == ("test", "test_2x")
+    windows = dm.eval_windows("test_2x")
+    assert windows.n_examples == example_count(SMALL_LENGTHS["chr22"], 1220, 1210) == 5
+    for i in range(5):
+        start = 1210 * i
+        want = [VOCAB.index(t) for t in nt_rule(letters_text(mirror["chr22"][start : start + 1220]))][:200]
+        assert windows.tokens[i].tolist() == want and windows.scored[i].sum() == 199
+
+
 def test_jitter_only_in_training_and_identical_for_one_seed(mirror):
     dm, twin = module(), module()
     dm.prepare_data()

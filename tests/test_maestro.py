@@ -271,6 +271,22 @@ def test_chunks_overlap_by_exactly_two_bars(sample, direct_ids):
         assert np.array_equal(rebuilt, sequence)
 
 
+def test_extrapolation_windows_are_consecutive_pieces_of_whole_test_performances(sample, direct_ids):
+    """test_4x at context 256: pieces of 1024 tokens of the whole test performance (BOS ... EOS), not of its
+    chunks, each scored from its second token to its last."""
+    data, _ = sample
+    dm = module(extrapolation=[2, 4])
+    dm.prepare_data()
+    assert dm.eval_split_names == ("test", "test_2x", "test_4x")
+    (name,) = [n for n, row in performances(dm.store).items() if row["split"] == "test"]
+    sequence = np.concatenate([[dm.bos_id], direct_ids[name], [dm.eos_id]])
+    windows = dm.eval_windows("test_4x")
+    assert windows.window_length == 1024 and windows.n_examples == len(sequence) // 1024
+    for i, window in enumerate(windows.tokens):
+        assert np.array_equal(window, sequence[i * 1024 : (i + 1) * 1024])
+    assert windows.scored[:, 1:].all() and not windows.scored[:, 0].any()
+
+
 def test_second_prepare_with_unchanged_inputs_does_nothing(sample, monkeypatch):
     data, meta = sample
     meta_path = data / "stores" / "maestro" / "meta.json"
