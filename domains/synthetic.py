@@ -90,4 +90,3 @@ class SyntheticDataModule(SequenceDataModule):
         encoded = [encode(example, length) for example in self.examples(split)]
         tokens = [e[0] for e in encoded]
         return windows_from_examples(tokens, length, length, PAD_ID, scored_masks=[e[1] for e in encoded])
-
