@@ -1,5 +1,6 @@
-"""Tests of pipelines.compare on run folders in the train pipeline's format, written by the fixtures below:
-the per-domain reports, the refusal of incomparable runs, and the cross-domain study (summary.md/csv/json)."""
+"""Tests of pipelines.runs and pipelines.compare on run folders in the train pipeline's format, written by the
+fixtures below (tests/test_study.py reuses them): the per-domain reports, missing and failed runs, the refusal of
+incomparable runs, and the per-position curves."""
 
 from __future__ import annotations
 
@@ -9,19 +10,16 @@ import json
 import numpy as np
 import pytest
 from scipy import stats as sps
-from statsmodels.stats.multitest import multipletests
 
-from pipelines.compare import (
+from pipelines.compare import compare
+from pipelines.runs import (
     IncomparableRunsError,
     binned_curve,
     check_comparable,
-    compare,
     discover_runs,
-    main,
     missing_runs,
     pooled_positions,
     split_length,
-    study,
 )
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -53,7 +51,7 @@ def _manifest(domain, pe, seed, *, task=None, chance=None, preset="tiny", encodi
     }
 
 
-def _write_run(run_dir, *, domain, pe, seed, splits, task=None, chance=None, finished=True, **manifest_changes):
+def write_run(run_dir, *, domain, pe, seed, splits, task=None, chance=None, finished=True, **manifest_changes):
     """A run folder in the train pipeline's format; `splits` maps a split to its summary entry."""
     (run_dir / "metrics").mkdir(parents=True)
     manifest = _manifest(domain, pe, seed, task=task, chance=chance, **manifest_changes)
@@ -63,31 +61,31 @@ def _write_run(run_dir, *, domain, pe, seed, splits, task=None, chance=None, fin
         (run_dir / "done.json").write_text(json.dumps({"finished": "2025-01-01T00:00:00"}))
 
 
-def _write_csv(path, header, rows):
+def write_csv(path, header, rows):
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(header)
         writer.writerows(rows)
 
 
-def _read_csv(path):
+def read_csv(path):
     with path.open(newline="") as f:
         return list(csv.DictReader(f))
 
 
-def _section(markdown, title):
+def section(markdown, title):
     """The text of one `## title` section."""
     return markdown.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
 
 
-def _assert_png(path):
+def assert_png(path):
     assert path.read_bytes()[:8] == PNG_SIGNATURE
 
 
 EXAMPLE_IDS = [3, 7, 11, 15, 19, 23]
 
 
-def _lm_tree(root):
+def lm_tree(root):
     """jsb: rope10k and nope x seeds 0, 1; returns per-example NLL as {encoding: {seed: {id: nll}}}."""
     rng = np.random.default_rng(1)
     values = {}
@@ -98,14 +96,14 @@ def _lm_tree(root):
             values[pe][seed] = nll
             run_dir = root / "jsb" / pe / f"seed{seed}"
             entry = {"nll": 0.0, "accuracy": 0.5, "exact_match": 0.0, "examples": 6, "tokens": 60}
-            _write_run(run_dir, domain="jsb", pe=pe, seed=seed, splits={"test": entry})
+            write_run(run_dir, domain="jsb", pe=pe, seed=seed, splits={"test": entry})
             order = EXAMPLE_IDS if seed == 0 else EXAMPLE_IDS[::-1]  # rows in any order: aligned by id
-            _write_csv(
+            write_csv(
                 run_dir / "metrics" / "test.per_example.csv",
                 ["example", "nll", "tokens", "correct", "exact"],
                 [[i, repr(nll[i]), 10, 5, 0] for i in order],
             )
-            _write_csv(
+            write_csv(
                 run_dir / "metrics" / "test.per_position.csv",
                 ["position", "nll_sum", "tokens"],
                 [[p, offset * 6 + p, 6] for p in range(1, 5)],
@@ -114,14 +112,14 @@ def _lm_tree(root):
 
 
 def test_compare_lm_domain_end_to_end(tmp_path):
-    values = _lm_tree(tmp_path / "runs")
+    values = lm_tree(tmp_path / "runs")
     out = tmp_path / "results" / "jsb"
     summary = compare(tmp_path / "runs", "jsb", out, ref="rope10k")
 
     assert summary == out / "summary.md"
     # independent computation: average each example id over the seeds, then over the examples
     avg = {pe: np.array([np.mean([values[pe][s][i] for s in (0, 1)]) for i in EXAMPLE_IDS]) for pe in values}
-    rows = {row["encoding"]: row for row in _read_csv(out / "summary.csv")}
+    rows = {row["encoding"]: row for row in read_csv(out / "summary.csv")}
     assert list(rows) == ["rope10k", "nope"]  # best rank first
     for pe, x in avg.items():
         row = rows[pe]
@@ -147,26 +145,15 @@ def test_compare_lm_domain_end_to_end(tmp_path):
     nope_line = next(line for line in markdown.splitlines() if "`nope`" in line)
     assert " *" in nope_line and f"{test.pvalue:.3g}" in nope_line
     assert "Δ vs rope10k" in markdown
-    assert _section(markdown, "Missing runs").strip() == "None."
+    assert section(markdown, "Missing runs").strip() == "None."
     for name in ("nll.png", "nll_by_position.png"):
-        _assert_png(out / name)
+        assert_png(out / name)
     assert sorted(p.name for p in out.iterdir()) == [
         "nll.png",
         "nll_by_position.png",
         "summary.csv",
         "summary.md",
     ]  # no temporary files left behind
-
-
-def test_compare_lm_without_the_default_reference_says_so(tmp_path, capsys):
-    _lm_tree(tmp_path / "runs")
-    main(["--domain", "jsb", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "results")])
-    printed = capsys.readouterr().out
-    assert "# posbench comparison study" in printed
-    assert "- jsb: No paired tests: `darope` (the default reference) has no finished run here" in printed
-    assert str(tmp_path / "results" / "jsb" / "nll_by_position.png") in printed
-    per_domain = (tmp_path / "results" / "jsb" / "summary.md").read_text()
-    assert "# jsb: test NLL by encoding" in per_domain and "No paired tests: `darope`" in per_domain
 
 
 SKIP_REASON = "learned absolute table of length 256 cannot be evaluated at 2048"
@@ -184,17 +171,17 @@ ACCURACY = {
 CHANCE = {"parity": 0.5, "reverse_string": 0.1}
 
 
-def _write_positions(run_dir, split, positions, nll):
+def write_positions(run_dir, split, positions, nll):
     """metrics/<split>.per_position.csv with 2 tokens at each position and the given mean NLL there."""
     nll = np.broadcast_to(np.asarray(nll, dtype=float), np.shape(positions))
     rows = [[p, repr(2 * float(v)), 2] for p, v in zip(positions, nll, strict=True)]
-    _write_csv(run_dir / "metrics" / f"{split}.per_position.csv", ["position", "nll_sum", "tokens"], rows)
+    write_csv(run_dir / "metrics" / f"{split}.per_position.csv", ["position", "nll_sum", "tokens"], rows)
 
 
 SPLIT_FACTOR = {"test": 1, "test_2x": 2, "test_8x": 8}
 
 
-def _synthetic_tree(root):
+def synthetic_tree(root):
     for (task, pe, seed), accuracies in ACCURACY.items():
         run_dir = root / "synthetic" / task / pe / f"seed{seed}"
         splits = {
@@ -203,7 +190,7 @@ def _synthetic_tree(root):
             else {"nll": 1.0 - acc, "accuracy": acc, "exact_match": 0.0, "examples": 4, "tokens": 40}
             for split, acc in zip(SPLIT_FACTOR, accuracies, strict=True)
         }
-        _write_run(
+        write_run(
             run_dir,
             domain="synthetic",
             task=task,
@@ -215,15 +202,15 @@ def _synthetic_tree(root):
         )
         for split, acc in zip(SPLIT_FACTOR, accuracies, strict=True):
             if acc is not None:
-                _write_positions(run_dir, split, np.arange(1, SPLIT_FACTOR[split] * CONTEXT), 1.0 - acc)
+                write_positions(run_dir, split, np.arange(1, SPLIT_FACTOR[split] * CONTEXT), 1.0 - acc)
 
 
 def test_compare_synthetic_end_to_end(tmp_path):
-    _synthetic_tree(tmp_path / "runs")
+    synthetic_tree(tmp_path / "runs")
     out = tmp_path / "results" / "synthetic"
     summary = compare(tmp_path / "runs", "synthetic", out)
 
-    rows = {(r["task"], r["encoding"], r["split"]): r for r in _read_csv(out / "summary.csv")}
+    rows = {(r["task"], r["encoding"], r["split"]): r for r in read_csv(out / "summary.csv")}
     assert len(rows) == 2 * 2 * 3
     for (task, pe, split), row in rows.items():
         index = ("test", "test_2x", "test_8x").index(split)
@@ -240,7 +227,7 @@ def test_compare_synthetic_end_to_end(tmp_path):
     assert float(rows["reverse_string", "rope10k", "test"]["accuracy"]) == pytest.approx(0.95)
 
     markdown = summary.read_text()
-    test = _section(markdown, "test")
+    test = section(markdown, "test")
     # parity rope10k: acc 0.85, normalised (0.85 - 0.5) / 0.5 = 0.7, best of its task
     assert "| parity | 0.5 | 0.650 (0.300) | **0.850 (0.700)** |" in test
     # reverse_string rope10k: seed 0 only, 0.95 -> (0.95 - 0.1) / 0.9 = 0.944
@@ -249,16 +236,16 @@ def test_compare_synthetic_end_to_end(tmp_path):
     assert "| mean rank |  | 2.00 ± 0.00 | **1.00 ± 0.00** |" in test
     # test_2x: parity rope10k first (0.65 > 0.51), reverse_string ape_learned first (0.25 > 0.2):
     # both encodings [1, 2] -> mean 1.5, se std([1, 2], ddof=1) / sqrt(2) = 0.5
-    assert "| mean rank |  | **1.50 ± 0.50** | **1.50 ± 0.50** |" in _section(markdown, "test_2x")
-    test_8x = _section(markdown, "test_8x")
+    assert "| mean rank |  | **1.50 ± 0.50** | **1.50 ± 0.50** |" in section(markdown, "test_2x")
+    test_8x = section(markdown, "test_8x")
     assert "| parity | 0.5 | n/a | **0.600 (0.200)** |" in test_8x
     assert "| mean rank |  | n/a | **1.00 ± 0.00** |" in test_8x
     assert f"n/a for `ape_learned` (parity, reverse_string): {SKIP_REASON}" in test_8x
 
-    missing = _section(markdown, "Missing runs")
+    missing = section(markdown, "Missing runs")
     assert "synthetic/reverse_string/rope10k/seed1: unfinished (no done.json)" in missing
     assert len(missing.strip().splitlines()) == 1
-    _assert_png(out / "accuracy.png")
+    assert_png(out / "accuracy.png")
 
 
 def test_compare_raises_on_an_empty_domain(tmp_path):
@@ -271,8 +258,6 @@ def test_compare_raises_on_an_empty_domain(tmp_path):
 
 
 def test_a_failed_run_is_reported_with_its_error(tmp_path):
-    from pipelines.compare import discover_runs
-
     for pe in ("rope10k", "nope"):
         (tmp_path / "jsb" / pe / "seed0").mkdir(parents=True)
     (tmp_path / "jsb" / "rope10k" / "seed0" / "done.json").write_text("{}")
@@ -283,13 +268,13 @@ def test_a_failed_run_is_reported_with_its_error(tmp_path):
 # ------------------------------------------------------------------------------------------ refusal
 
 
-def _pair(root, **changes):
+def pair(root, **changes):
     """jsb: darope (520 parameters of its own, legitimately) and nope, seed 0; `changes` go to nope."""
     for pe, extra in (("darope", {"encoding_parameters": 520}), ("nope", changes)):
         run_dir = root / "jsb" / pe / "seed0"
-        _write_run(run_dir, domain="jsb", pe=pe, seed=0, splits={"test": {"nll": 1.0}}, **extra)
-        _write_csv(run_dir / "metrics" / "test.per_example.csv", ["example", "nll"], [[0, 1.0], [1, 2.0]])
-        _write_positions(run_dir, "test", [1, 2], 1.0)
+        write_run(run_dir, domain="jsb", pe=pe, seed=0, splits={"test": {"nll": 1.0}}, **extra)
+        write_csv(run_dir / "metrics" / "test.per_example.csv", ["example", "nll"], [[0, 1.0], [1, 2.0]])
+        write_positions(run_dir, "test", [1, 2], 1.0)
 
 
 @pytest.mark.parametrize(
@@ -308,7 +293,7 @@ def _pair(root, **changes):
     ],
 )
 def test_mismatched_runs_are_refused_naming_them(tmp_path, change, aspect, darope_value, nope_value):
-    _pair(tmp_path / "runs", **change)
+    pair(tmp_path / "runs", **change)
     with pytest.raises(IncomparableRunsError) as error:
         compare(tmp_path / "runs", "jsb", tmp_path / "results" / "jsb")
     message = str(error.value)
@@ -320,22 +305,13 @@ def test_mismatched_runs_are_refused_naming_them(tmp_path, change, aspect, darop
     assert not (tmp_path / "results" / "jsb" / "summary.md").exists()
 
 
-def test_the_command_line_refuses_with_a_clear_error(tmp_path, capsys):
-    _pair(tmp_path / "runs", max_steps=400)
-    with pytest.raises(SystemExit) as exit_:
-        main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "results")])
-    assert exit_.value.code == 1
-    err = capsys.readouterr().err
-    assert err.startswith("error: refusing to compare") and "jsb/nope/seed0" in err
-
-
 def test_encodings_parameters_and_separate_tasks_are_not_mismatches(tmp_path):
-    _pair(tmp_path / "runs")  # darope holds 520 more parameters, all of them its encoding's
+    pair(tmp_path / "runs")  # darope holds 520 more parameters, all of them its encoding's
     check_comparable(discover_runs(tmp_path / "runs", "jsb"))
     # two synthetic tasks have different data (own hashes) and that is fine: each task is its own group
     for task in ("parity", "needle"):
         run_dir = tmp_path / "runs" / "synthetic" / task / "nope" / "seed0"
-        _write_run(run_dir, domain="synthetic", pe="nope", seed=0, task=task, chance=0.5, splits={})
+        write_run(run_dir, domain="synthetic", pe="nope", seed=0, task=task, chance=0.5, splits={})
     check_comparable(discover_runs(tmp_path / "runs", "synthetic"))
 
 
@@ -350,8 +326,8 @@ def test_split_length_from_the_record_or_the_name():
 
 def test_pooled_positions_and_binned_curve(tmp_path):
     a, b = tmp_path / "a.csv", tmp_path / "b.csv"
-    _write_csv(a, ["position", "nll_sum", "tokens"], [[1, 2.0, 2], [3, 3.0, 1]])
-    _write_csv(b, ["position", "nll_sum", "tokens"], [[3, 1.0, 1], [4, 8.0, 4]])
+    write_csv(a, ["position", "nll_sum", "tokens"], [[1, 2.0, 2], [3, 3.0, 1]])
+    write_csv(b, ["position", "nll_sum", "tokens"], [[3, 1.0, 1], [4, 8.0, 4]])
     positions, nll_sum, tokens = pooled_positions([a, b])
     np.testing.assert_array_equal(positions, [1, 3, 4])
     np.testing.assert_allclose(nll_sum, [2.0, 4.0, 8.0])
@@ -373,348 +349,3 @@ def test_pooled_positions_and_binned_curve(tmp_path):
         for lo, hi in zip(edges[:-1], edges[1:], strict=True)
     ]
     np.testing.assert_allclose(y, expected)
-
-
-# --------------------------------------------------------------------------------------------- study
-# A constructed study whose every number is known. Seed k adds E[k] * sigma to every example of a run,
-# so each example's seed average is exactly the value below while the seeds' own means spread by sigma
-# (seed SD = sigma).
-#
-# jsb (N = 5) and maestro (N = 5), reference darope with NLL r_i; baselines r_i + d_i with the d of
-# tests/test_stats.py's worked example (B1: raw p 0.013236, B2: 0.230200, B3: 0.047421) and NOPE_D
-# (t = 30.4, p < 1e-5). Holm over the 3 baselines of each domain, by hand:
-#   jsb:     nope (3 x ~7e-6) ***, rope10k = r + B1: 2 x 0.013236 = 0.026472 *, hope = r + B2: 0.230200
-#   maestro: nope ***, rope10k = r - B1 (better than darope): 0.026472 †, hope = r + B3: 0.047421 *
-# Means: jsb darope 0.7, hope 0.8, rope10k 1.0, nope 1.71 -> ranks 1, 2, 3, 4
-#        maestro rope10k 1.3, darope 1.6, hope 1.8, nope 2.61 -> ranks 1, 2, 3, 4 (rope10k, darope, ...)
-# darope's interval: r has sd 0.158114, half width t_{0.975,4} * sd / sqrt(5) = 2.776445 * 0.0707107 = 0.1963
-#
-# synthetic: parity (chance 0.5) and needle (chance 0.1), seed-averaged test accuracy and its
-# chance-normalised value (acc - chance) / (1 - chance):
-#   rope10k 0.90 -> 0.8 and 0.91 -> 0.9: mean 0.85      darope 0.80 -> 0.6 and 0.82 -> 0.8: mean 0.70
-#   hope    0.70 -> 0.4 and 0.55 -> 0.5: mean 0.45      nope   0.60 -> 0.2 and 0.28 -> 0.2: mean 0.20
-# ranks 1, 2, 3, 4 for rope10k, darope, hope, nope.
-#
-# Mean rank over the 3 domains (se = std(ddof=1) / sqrt(3)):
-#   darope [1, 2, 2] 1.67 ± 0.33; rope10k [3, 1, 1] 1.67 ± 0.67; hope [2, 3, 3] 2.67 ± 0.33; nope 4.00 ± 0.00
-# over the 2 NLL domains: darope 1.50 ± 0.50, rope10k 2.00 ± 1.00, hope 2.50 ± 0.50, nope 4.00 ± 0.00
-# Friedman over the domains: rank sums 5, 5, 8, 12 -> chi2 = 12 / (3 * 4 * 5) * 258 - 3 * 3 * 5 = 6.6,
-# CD = 2.569 * sqrt(4 * 5 / (6 * 3)) = 2.708. Over the 2 tasks: same order in both, chi2 = N (k - 1) = 6.
-R = {"jsb": np.array([0.5, 0.8, 0.6, 0.9, 0.7]), "maestro": np.array([1.4, 1.7, 1.5, 1.8, 1.6])}
-B1 = np.array([0.1, 0.2, 0.3, 0.4, 0.5])
-B2 = np.array([0.2, -0.1, 0.0, 0.1, 0.3])
-B3 = np.array([0.3, 0.0, 0.4, 0.2, 0.1])
-NOPE_D = np.array([1.0, 1.1, 0.9, 1.0, 1.05])
-DIFFS = {
-    "jsb": {"darope": 0 * B1, "rope10k": B1, "hope": B2, "nope": NOPE_D},
-    "maestro": {"darope": 0 * B1, "rope10k": -B1, "hope": B3, "nope": NOPE_D},
-}
-SIGMA = {("jsb", "hope"): 0.2}  # else 0.05; jsb hope's gap 0.1 is inside its seed spread
-E = (-1.0, 0.0, 1.0)
-IDS = np.array([2, 5, 7, 11, 13])
-ENCODING_PARAMETERS = {"darope": 520, "hope": 0, "nope": 0, "rope10k": 0, "rope10k+yarn": 0}
-PAST_NLL = {"darope": 2.0, "hope": 2.5, "nope": 3.0, "rope10k": 4.0, "rope10k+yarn": 1.5}  # at positions >= L
-SYNTHETIC_ACC = {
-    "parity": {"rope10k": 0.90, "darope": 0.80, "hope": 0.70, "nope": 0.60},
-    "needle": {"rope10k": 0.91, "darope": 0.82, "hope": 0.55, "nope": 0.28},
-}
-SYNTHETIC_CHANCE = {"parity": 0.5, "needle": 0.1}
-
-
-def _long_split(run_dir, pe, split, factor):
-    """A split scored at factor x L: NLL 1.0 inside the training length, PAST_NLL[pe] past it."""
-    positions = np.arange(1, factor * CONTEXT)
-    _write_positions(run_dir, split, positions, np.where(positions >= CONTEXT, PAST_NLL[pe], 1.0))
-
-
-def _study_tree(root, preset="tiny"):
-    for domain, diffs in DIFFS.items():
-        for pe in [*diffs, *(["rope10k+yarn"] if domain == "maestro" else [])]:
-            trained = pe.split("+")[0]
-            for seed, e in enumerate(E):
-                nll = R[domain] + diffs[trained] + e * SIGMA.get((domain, trained), 0.05)
-                run_dir = root / domain / pe / f"seed{seed}"
-                splits = {"test": {"nll": float(nll.mean()), "accuracy": 0.5, "examples": 5, "tokens": 50}}
-                if domain == "maestro":
-                    splits["test_4x"] = {"nll": 2.0, "accuracy": 0.3, "examples": 5, "tokens": 200}
-                _write_run(
-                    run_dir,
-                    domain=domain,
-                    pe=pe,
-                    seed=seed,
-                    splits=splits,
-                    preset=preset,
-                    encoding_parameters=ENCODING_PARAMETERS[pe],
-                )
-                order = np.roll(np.arange(5), seed)  # rows in any order: aligned by example id
-                _write_csv(
-                    run_dir / "metrics" / "test.per_example.csv",
-                    ["example", "nll", "tokens", "correct", "exact"],
-                    [[IDS[i], repr(float(nll[i])), 10, 5, 0] for i in order],
-                )
-                # jsb's test chorales run past the context (sliding windows): not an extrapolation split
-                _write_positions(run_dir, "test", np.arange(1, CONTEXT + 5), float(nll.mean()))
-                if domain == "maestro":
-                    _long_split(run_dir, pe, "test_4x", 4)
-    # a failed encoding and an unfinished domain: both must be listed
-    (root / "jsb" / "pope" / "seed0").mkdir(parents=True)
-    (root / "jsb" / "pope" / "seed0" / "failed.json").write_text('{"error": "RuntimeError: out of memory", "step": 7}')
-    (root / "hrg" / "darope" / "seed0").mkdir(parents=True)
-
-    for task, accuracy in SYNTHETIC_ACC.items():
-        for pe in [*accuracy, "rope10k+yarn"]:
-            trained = pe.split("+")[0]
-            for seed, e in enumerate(E):
-                acc = accuracy[trained] + 0.02 * e
-                run_dir = root / "synthetic" / task / pe / f"seed{seed}"
-                splits = {
-                    "test": {"nll": 1 - acc, "accuracy": acc, "examples": 4, "tokens": 40},
-                    "test_2x": {"nll": 1.0, "accuracy": acc / 2, "examples": 4, "tokens": 80},
-                }
-                _write_run(
-                    run_dir,
-                    domain="synthetic",
-                    task=task,
-                    pe=pe,
-                    seed=seed,
-                    chance=SYNTHETIC_CHANCE[task],
-                    splits=splits,
-                    preset=preset,
-                    encoding_parameters=ENCODING_PARAMETERS[pe],
-                )
-                _write_positions(run_dir, "test", np.arange(1, CONTEXT), 1 - acc)
-                _long_split(run_dir, pe, "test_2x", 2)
-
-
-def _holm(domain):
-    """Holm-adjusted p of each baseline against darope, from scipy and statsmodels."""
-    baselines = [pe for pe in DIFFS[domain] if pe != "darope"]
-    ref = R[domain]
-    raw = [sps.ttest_rel(ref + DIFFS[domain][pe], ref).pvalue for pe in baselines]
-    return dict(zip(baselines, multipletests(raw, method="holm")[1], strict=True))
-
-
-def _nll_cell(domain, pe, bold=False, mark=""):
-    x = R[domain] + DIFFS[domain][pe]
-    lo, hi = sps.t.interval(0.95, x.size - 1, loc=x.mean(), scale=sps.sem(x))
-    text = f"{x.mean():.4f} ± {(hi - lo) / 2:.4f}"
-    return (f"**{text}**" if bold else text) + (f" {mark}" if mark else "")
-
-
-def _accuracy_cell(pe, bold=False):
-    x = np.array([(SYNTHETIC_ACC[t][pe] - c) / (1 - c) for t, c in SYNTHETIC_CHANCE.items()])
-    lo, hi = sps.t.interval(0.95, x.size - 1, loc=x.mean(), scale=sps.sem(x))
-    text = f"{x.mean():.3f} ± {(hi - lo) / 2:.3f}"
-    return f"**{text}**" if bold else text
-
-
-@pytest.fixture(scope="module")
-def tiny_study(tmp_path_factory):
-    """(results folder, summary.md text) of the constructed study at the tiny preset, written once."""
-    root = tmp_path_factory.mktemp("study")
-    _study_tree(root / "runs")
-    summary = study(root / "runs", None, root / "results")
-    assert summary == root / "results" / "summary.md"
-    return root / "results", summary.read_text()
-
-
-def test_study_summary_table(tiny_study):
-    out, markdown = tiny_study
-
-    # Holm by hand (see above) and from statsmodels, and the stars they give
-    jsb, maestro = _holm("jsb"), _holm("maestro")
-    assert jsb["rope10k"] == pytest.approx(0.026472, abs=2e-6) and jsb["hope"] == pytest.approx(0.2302, abs=1e-4)
-    assert maestro["rope10k"] == pytest.approx(0.026472, abs=2e-6)
-    assert maestro["hope"] == pytest.approx(0.047421, abs=2e-6)
-    assert jsb["nope"] < 0.001 and maestro["nope"] < 0.001
-    assert _nll_cell("jsb", "darope", bold=True) == "**0.7000 ± 0.1963**"  # by hand, above
-
-    table = _section(markdown, "Test results by domain and encoding")
-    header = (
-        "| encoding | jsb (NLL ↓) | maestro (NLL ↓) | synthetic (norm. acc. ↑) | mean rank | mean rank (NLL domains) |"
-    )
-    expected_rows = [
-        [
-            "`darope` (ref)",
-            _nll_cell("jsb", "darope", bold=True),
-            _nll_cell("maestro", "darope"),
-            _accuracy_cell("darope"),
-            "**1.67 ± 0.33**",
-            "1.50 ± 0.50",
-        ],
-        [
-            "`rope10k`",
-            _nll_cell("jsb", "rope10k", mark="*"),
-            _nll_cell("maestro", "rope10k", bold=True, mark="†"),
-            _accuracy_cell("rope10k", bold=True),
-            "**1.67 ± 0.67**",
-            "2.00 ± 1.00",
-        ],
-        [
-            "`hope`",
-            _nll_cell("jsb", "hope"),
-            _nll_cell("maestro", "hope", mark="*"),
-            _accuracy_cell("hope"),
-            "2.67 ± 0.33",
-            "2.50 ± 0.50",
-        ],
-        [
-            "`nope`",
-            _nll_cell("jsb", "nope", mark="***"),
-            _nll_cell("maestro", "nope", mark="***"),
-            "0.200 ± 0.000",
-            "4.00 ± 0.00",
-            "4.00 ± 0.00",
-        ],
-        ["`pope`", "missing", "—", "—", "n/a", "n/a"],
-    ]
-    lines = [line for line in table.splitlines() if line.startswith("|")]
-    assert lines[0] == header
-    assert lines[2:] == ["| " + " | ".join(row) + " |" for row in expected_rows]
-    assert "rope10k+yarn" not in table  # YaRN is the rope run itself at the training length
-
-    # the same numbers in summary.csv
-    rows = {(r["domain"], r["encoding"]): r for r in _read_csv(out / "summary.csv")}
-    assert float(rows["jsb", "rope10k"]["p_holm"]) == pytest.approx(jsb["rope10k"], rel=1e-9)
-    assert (rows["jsb", "rope10k"]["stars"], rows["maestro", "rope10k"]["stars"]) == ("*", "")
-    assert rows["jsb", "nope"]["stars"] == "***" and rows["jsb", "hope"]["stars"] == ""
-    assert float(rows["jsb", "darope"]["score"]) == pytest.approx(0.7)
-    assert rows["jsb", "darope"]["seeds"] == "0:0.65;1:0.7;2:0.75"
-    assert float(rows["synthetic", "rope10k"]["score"]) == pytest.approx(0.85)
-    assert (float(rows["all", "darope"]["score"]), float(rows["all", "darope"]["se"])) == (
-        pytest.approx(5 / 3),
-        pytest.approx(1 / 3),
-    )
-    assert rows["all", "pope"]["score"] == "" and rows["all", "pope"]["n"] == "0"
-    assert rows["jsb", "hope"]["within_seed_spread"] == "True" and rows["jsb", "nope"]["within_seed_spread"] == "False"
-
-    # and in summary.json, which is strict JSON (no NaN)
-    text = (out / "summary.json").read_text()
-    assert "NaN" not in text
-    data = json.loads(text)
-    assert data["mean_rank"]["rope10k"] == {"mean": pytest.approx(5 / 3), "se": pytest.approx(2 / 3), "domains": 3}
-    assert data["domains"]["jsb"]["encodings"]["rope10k"]["p_holm"] == pytest.approx(jsb["rope10k"])
-    assert data["domains_without_finished_runs"] == ["hrg"]
-
-    # the per-domain report grades its stars the same way
-    per_domain = (out / "jsb" / "summary.md").read_text().splitlines()
-    assert any(line.startswith("| 3 | `rope10k` |") and line.endswith("] * | 0.0265 |") for line in per_domain)
-    assert any(line.startswith("| 4 | `nope` |") and "] *** |" in line for line in per_domain)
-
-    for name in ("figure3.png", "nll_by_position.png", "cd_domains.png", "cd_synthetic_tasks.png"):
-        _assert_png(out / name)
-    for domain in ("maestro", "synthetic"):
-        _assert_png(out / domain / "extrapolation.png")
-    assert not (out / "jsb" / "extrapolation.png").exists()  # sliding windows at L are not extrapolation
-
-
-def test_study_friedman_seed_spread_extrapolation_and_missing_runs(tiny_study):
-    out, markdown = tiny_study
-
-    friedman = _section(markdown, "Friedman test and Nemenyi critical difference (beyond the paper)")
-    scores = np.array([[0.7, 1.0, 0.8, 1.71], [1.6, 1.3, 1.8, 2.61], [-0.70, -0.85, -0.45, -0.20]])
-    expected = sps.friedmanchisquare(*scores.T)  # darope, rope10k, hope, nope; accuracy negated
-    assert expected.statistic == pytest.approx(6.6)
-    assert f"chi2_F = 6.600 (df 3), p = {expected.pvalue:.3g}" in friedman
-    assert "N = 3: jsb, maestro, synthetic; k = 4" in friedman and "CD = 2.708" in friedman
-    assert "**Across synthetic tasks** (N = 2: needle, parity; k = 4): chi2_F = 6.000 (df 3)" in friedman
-    assert "CD = 3.317" in friedman  # 2.569 * sqrt(20 / 12)
-    assert "Left out (not scored in every block): `pope`" not in friedman  # pope has no score at all
-    data = json.loads((out / "summary.json").read_text())
-    assert data["friedman"]["domains"]["mean_ranks"] == {"darope": 5 / 3, "rope10k": 5 / 3, "hope": 8 / 3, "nope": 4}
-    # 4 - 5/3 = 2.33 < CD 2.708: three domains cannot separate even the last from the first
-    assert data["friedman"]["domains"]["not_separated"] == [["darope", "rope10k", "hope", "nope"]]
-    assert "Not separated by the Nemenyi test: {`darope`, `rope10k`, `hope`, `nope`}." in friedman
-
-    seeds = _section(markdown, "Per-seed spread")
-    jsb = seeds.split("### jsb", 1)[1].split("###", 1)[0]
-    assert "| `darope` | 0.6500 | 0.7000 | 0.7500 | 0.0500 | reference |  |" in jsb
-    assert "| `hope` | 0.6000 | 0.8000 | 1.0000 | 0.2000 | +0.1000 | ⚠ within seed spread |" in jsb
-    assert "| `nope` | 1.6600 | 1.7100 | 1.7600 | 0.0500 | +1.0100 |  |" in jsb
-    synthetic = seeds.split("### synthetic", 1)[1]
-    # seed k shifts both tasks' accuracy by 0.02 E[k]: normalised by 0.5 and 0.9, mean shift 0.031111 E[k]
-    assert "| `rope10k` | 0.819 | 0.850 | 0.881 | 0.031 | +0.150 |  |" in synthetic
-
-    extrapolation = _section(markdown, "Extrapolation past the training length")
-    header = "| domain | split | L → window | `darope` | `hope` | `nope` | `rope10k` | `rope10k+yarn` |"
-    assert header in extrapolation
-    assert "| maestro | test_4x | 16 → 64 | 2.0000 | 2.5000 | 3.0000 | 4.0000 | **1.5000** |" in extrapolation
-    assert "| synthetic/needle | test_2x | 16 → 32 | 2.0000 | 2.5000 | 3.0000 | 4.0000 | **1.5000** |" in extrapolation
-    assert "| jsb |" not in extrapolation
-    rows = _read_csv(out / "extrapolation.csv")
-    assert len(rows) == 3 * 5  # maestro test_4x + two synthetic tasks' test_2x, 5 entries each
-    assert {float(r["nll_within"]) for r in rows} == {1.0}
-
-    missing = _section(markdown, "Missing runs").strip().splitlines()
-    assert missing == [
-        "- jsb/pope/seed0: failed (RuntimeError: out of memory)",
-        "- jsb/pope/seed1: no run folder",
-        "- jsb/pope/seed2: no run folder",
-        "- hrg/darope/seed0: unfinished (no done.json)",
-    ]
-    assert "- hrg: no finished run yet" in markdown
-
-    # the per-domain synthetic report keeps YaRN off the in-distribution split only
-    per_domain = (out / "synthetic" / "summary.md").read_text()
-    assert "`rope10k+yarn`" not in _section(per_domain, "test") and "`rope10k+yarn`" in _section(per_domain, "test_2x")
-
-
-def test_paper_values_only_at_the_paper_preset(tiny_study, tmp_path):
-    out, tiny = tiny_study
-    paper_section = _section(tiny, "Paper 000's published values")
-    assert "- jsb: preset `tiny`" in paper_section and "- maestro: preset `tiny`" in paper_section
-    assert "not comparable; omitted" in paper_section
-    assert "0.4547" not in tiny and "1.4180" not in tiny
-    assert all(row["paper"] == "" for row in _read_csv(out / "summary.csv"))
-
-    _study_tree(tmp_path / "paper" / "runs", preset="paper")
-    paper = study(tmp_path / "paper" / "runs", None, tmp_path / "paper" / "results").read_text()
-    table = [line for line in _section(paper, "Paper 000's published values").splitlines() if line.startswith("| ")]
-    assert table[1:] == [  # ours from the construction above; the paper's from SPEC 3
-        "| jsb | `darope` | 0.7000 | 0.4547 | +0.2453 |",
-        "| jsb | `hope` | 0.8000 | 0.4567 | +0.3433 |",
-        "| jsb | `nope` | 1.7100 | 1.1634 | +0.5466 |",
-        "| maestro | `darope` | 1.6000 | 1.4180 | +0.1820 |",
-        "| maestro | `hope` | 1.8000 | 1.4289 | +0.3711 |",
-        "| maestro | `nope` | 2.6100 | 1.5075 | +1.1025 |",
-    ]
-    rows = {(r["domain"], r["encoding"]): r for r in _read_csv(tmp_path / "paper" / "results" / "summary.csv")}
-    assert rows["jsb", "darope"]["paper"] == "0.4547" and rows["jsb", "rope10k"]["paper"] == ""
-
-
-def test_study_errors(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no run folders under"):
-        study(tmp_path / "runs", None, tmp_path / "results")
-    (tmp_path / "runs" / "hrg" / "nope" / "seed0").mkdir(parents=True)
-    with pytest.raises(FileNotFoundError, match="no finished run"):
-        study(tmp_path / "runs", None, tmp_path / "results")
-    with pytest.raises(FileNotFoundError, match="'jsb'"):
-        study(tmp_path / "runs", ["jsb"], tmp_path / "results")
-    with pytest.raises(SystemExit):
-        main(["--domains", "all-present", "jsb"])
-
-
-def test_synthetic_only_study_with_an_incomplete_encoding(tmp_path):
-    _synthetic_tree(tmp_path / "runs")
-    run_dir = tmp_path / "runs" / "synthetic" / "parity" / "hope" / "seed0"  # hope ran on parity only
-    entry = {"nll": 0.5, "accuracy": 0.75, "exact_match": 0.0, "examples": 4, "tokens": 40}
-    _write_run(run_dir, domain="synthetic", task="parity", pe="hope", seed=0, chance=0.5, splits={"test": entry})
-    summary = study(tmp_path / "runs", ["synthetic"], tmp_path / "results", ref="rope10k")
-    markdown = summary.read_text()
-
-    # parity rope10k 0.85 -> 0.7, reverse_string 0.95 -> 0.944 (seed 1 unfinished); ape_learned 0.65 -> 0.3,
-    # 0.55 -> 0.5: means 0.822 and 0.400; two tasks: ranks 1 and 2, a single domain: no standard error
-    table = [line for line in _section(markdown, "Test results by domain and encoding").splitlines() if "|" in line]
-    assert table[0] == "| encoding | synthetic (norm. acc. ↑) | mean rank |"
-    assert table[2].startswith("| `rope10k` | **0.822 ± ") and table[2].endswith(" | **1.00** |")
-    assert table[3].startswith("| `ape_learned` | 0.400 ± ") and table[3].endswith(" | 2.00 |")
-    assert table[4] == "| `hope` | incomplete (test results on 1 of 2 tasks) | n/a |"
-    assert "(NLL domains)" not in markdown and "## Paper 000's published values" not in markdown
-
-    friedman = _section(markdown, "Friedman test and Nemenyi critical difference (beyond the paper)")
-    assert "**Across domains**: not run: needs at least 2 domains" in friedman
-    assert "**Across synthetic tasks** (N = 2: parity, reverse_string; k = 2)" in friedman
-    assert "Left out (not scored in every block): `hope`." in friedman
-    assert not (tmp_path / "results" / "cd_domains.png").exists()
-    _assert_png(tmp_path / "results" / "cd_synthetic_tasks.png")
-    assert "synthetic/parity/hope/seed1: no run folder" in _section(markdown, "Missing runs")
