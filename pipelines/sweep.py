@@ -214,6 +214,7 @@ def _train_in_process(overrides: list[str], threads: int) -> float:
     import torch
 
     torch.set_num_threads(threads)
+    os.environ["POSBENCH_PROGRESS"] = "0"  # no progress bars from the workers: the sweep prints one line per run
     from pipelines.train import run
 
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # after lightning's import resets it
@@ -230,8 +231,7 @@ def _run_pooled(jobs: list[Job], workers: int, threads: int, view: ProgressView)
         futures: dict[Future, Job] = {}
         for job in jobs:
             if job.status == "queued":
-                futures[pool.submit(_train_in_process, job.overrides, threads)] = job
-                job.status, job.began, job.first_seen = "running", time.time(), (time.time(), 0)
+                futures[pool.submit(_train_in_process, job.overrides, threads)] = job  # stays "queued" until done
         remaining = set(futures)
         while remaining:
             finished, remaining = wait(remaining, timeout=1.0, return_when=FIRST_COMPLETED)
