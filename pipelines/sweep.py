@@ -9,8 +9,8 @@ function of those and nothing else: a finished run (done.json) is skipped, an in
 last checkpoint, and a rerun of the same sweep completes only what is missing.
 
 launcher=local: each run in its own process (a crash or an out-of-memory stays inside its run), `--jobs` at a
-time; on a multi-GPU machine each job slot gets one GPU (CUDA_VISIBLE_DEVICES), on a CPU each job gets
-cores / jobs threads. A live table shows queued, running, done and failed runs with their step and tokens/s;
+time (default: one per GPU, each seeing only its GPU through CUDA_VISIBLE_DEVICES; on a CPU one per core, each
+with cores / jobs threads). A live table shows queued, running, done and failed runs with their step and tokens/s;
 a failed run does not stop the sweep and is listed at the end with its error (exit status 1).
 
 launcher=slurm: the same runs as one SLURM job array per domain through Hydra's submitit launcher
@@ -307,7 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preset", default="tiny", choices=config_options("preset"))
     parser.add_argument("--tasks", nargs="+", help="synthetic: tasks (default: the demo's at tiny, all 20 at paper)")
     parser.add_argument("--launcher", default="local", choices=["local", "slurm"])
-    parser.add_argument("--jobs", type=int, default=None, help="local: runs at once (default: GPUs, or 1 on a CPU)")
+    parser.add_argument(
+        "--jobs", type=int, default=None, help="local: runs at once (default: one per GPU; on a CPU one per core)"
+    )
     parser.add_argument("--runs", type=Path, default=Path("runs"))
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run (slurm: also hydra.launcher.*)")
     args = parser.parse_args(argv)
@@ -330,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
             if run_slurm(jobs, launcher_overrides):
                 return 1
             continue
-        failed += run_local(jobs, workers=args.jobs or max(1, len(_gpus())))
+        failed += run_local(jobs, workers=args.jobs or len(_gpus()) or os.cpu_count() or 1)
     print(f"sweep wall time: {time.time() - began:.0f} s")
     for job in failed:
         print(f"failed run: {job.label}: {job.error}", file=sys.stderr)
