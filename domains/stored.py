@@ -143,10 +143,18 @@ class StoredDataModule(SequenceDataModule):
         return pieces
 
     # ---- a readable look at the data (`python -m pipelines.samples --domain <name>`) -----------------------
+    def example_count(self, split: str) -> int:
+        """How many examples render_example numbers in `split`."""
+        return len(self.split(split))
+
     def render_example(self, split: str, index: int, max_tokens: int) -> str:
         """Example `index` of `split` as a person reads it; domains override this with decoded events."""
         tokens = self.split(split).example(index)[:max_tokens]
         return f"{split}[{index}]: " + " ".join(str(int(t)) for t in tokens)
+
+    def plot_example(self, split: str, index: int, path: str | Path) -> Path:
+        """Draw example `index` of `split` to a PNG at `path`; only domains with a picture to draw (signals)."""
+        raise ValueError(f"domain {self.domain!r} cannot draw its examples (plots exist for signal domains)")
 
     def data_hashes(self) -> dict[str, str]:
         return {**{f"raw/{k}": v for k, v in self.meta["raw_sha256"].items()}, **super().data_hashes()}

@@ -3,6 +3,7 @@
     python -m pipelines.samples --domain synthetic --task TASK --n N --seed S [--max-len BYTES]
     python -m pipelines.samples --domain synthetic --list
     python -m pipelines.samples --domain jsb|maestro|hrg|sleep_edf [--split test] [--n N] [--max-tokens T]
+    python -m pipelines.samples --domain sleep_edf --plot DIR          also draws each example to DIR/*.png
 
 For the synthetic domain, one JSON object per line: {"task", "length", "prompt", "answer"} where `prompt` is
 everything up to and including the separator and `answer` the scored span, exactly as the model sees them.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -42,12 +44,18 @@ def synthetic_samples(task_name: str, n: int, seed: int, max_len: int) -> list[d
     return rows
 
 
-def stored_samples(domain: str, split: str, n: int, max_tokens: int, overrides: list[str]) -> list[str]:
+def stored_samples(
+    domain: str, split: str, n: int, max_tokens: int, overrides: list[str], plot: Path | None = None
+) -> list[str]:
     dm = build_datamodule(compose_config([f"domain={domain}", *overrides]))
     if not isinstance(dm, StoredDataModule):
         raise ValueError(f"domain {domain!r} has no store; use --task for the synthetic domain")
     dm.prepare_data()
-    return [dm.render_example(split, i, max_tokens) for i in range(min(n, len(dm.split(split))))]
+    indices = range(min(n, dm.example_count(split)))
+    if plot is not None:
+        for i in indices:
+            dm.plot_example(split, i, plot / f"{domain}_{split}_{i}.png")
+    return [dm.render_example(split, i, max_tokens) for i in indices]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,11 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the tasks with group, answer kind and chance")
     parser.add_argument("--split", default="test", help="stored domains: train, val or test")
     parser.add_argument("--max-tokens", type=int, default=64, help="stored domains: tokens shown per example")
+    parser.add_argument("--plot", type=Path, metavar="DIR", help="signal domains (sleep_edf): also write PNGs to DIR")
     parser.add_argument("overrides", nargs="*", help="stored domains: Hydra overrides of the domain config")
     args = parser.parse_args(argv)
     if args.domain != "synthetic":
         try:
-            blocks = stored_samples(args.domain, args.split, args.n, args.max_tokens, args.overrides)
+            blocks = stored_samples(args.domain, args.split, args.n, args.max_tokens, args.overrides, args.plot)
         except (ValueError, FileNotFoundError, RuntimeError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
