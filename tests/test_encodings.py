@@ -283,7 +283,8 @@ def test_ape_sin_table_is_vaswanis():
     assert table[0].tolist() == pytest.approx([0.0, 1.0, 0.0, 1.0])
     assert table[2].tolist() == pytest.approx([math.sin(2), math.cos(2), math.sin(0.02), math.cos(0.02)])
     out = ape.embed(torch.ones(1, 3, 4), table)
-    assert torch.allclose(out[0], 1 + table)
+    assert torch.allclose(out[0], 1 + 0.02 * math.sqrt(2) * table)  # at the tokens' scale: per-dim RMS 0.02
+    assert ape.prepare(torch.arange(4096)).pow(2).mean().sqrt().item() * ape.scale == pytest.approx(0.02, rel=1e-2)
     assert ape.prepare(torch.arange(100)).shape == (100, 4)  # no table limit: defined past the training length
 
 

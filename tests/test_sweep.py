@@ -30,7 +30,7 @@ def test_plan_has_seeds_outermost_and_deterministic_folders(tmp_path):
         for pe in ("nope", "rope10k")
     ]
     assert all(job.folder == tmp_path / job.label for job in jobs)
-    assert jobs[0].tokens_per_step == 32 * 32 and jobs[0].max_steps == 800  # batch x context of the tiny preset
+    assert jobs[0].tokens_per_step == 32 * 32 and jobs[0].max_steps == 500  # batch x context of the tiny preset
 
 
 def test_slurm_command_is_one_multirun_over_the_varying_overrides(tmp_path):

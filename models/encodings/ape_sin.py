@@ -1,11 +1,19 @@
-"""Sinusoidal absolute position table (Vaswani et al., 2017; paper 002).
+"""Sinusoidal absolute position table (Vaswani et al., 2017; paper 002), at the scale of the token embeddings.
 
     PE(m, 2i)   = sin(m / 10000^(2i / d_model))
     PE(m, 2i+1) = cos(m / 10000^(2i / d_model))
-    h_m = E[token_m] + PE(m)
+    h_m = E[token_m] + s PE(m),    s = 0.02 sqrt(2)
 
-Fixed (no parameters) and defined at every position, so it can be evaluated past the training length.
+The table's entries have unit amplitude (per-dimension RMS 1/sqrt(2)); Vaswani et al. match it by multiplying
+embeddings initialised at std d^-1/2 by sqrt(d_model). This decoder's embeddings are GPT-2-initialised (std
+0.02), where the unscaled table drowns the tokens (the tiny JSB and reverse_string models ended at chance, below
+NoPE), so the table is scaled to the same per-dimension RMS as the tokens and as nanoGPT's learned table
+(`ape_learned`, N(0, 0.02^2)): the fixed and the learned table then start from the same signal-to-token ratio.
+`scale` overrides s. Fixed (no parameters) and defined at every position, so it can be evaluated past the
+training length.
 """
+
+import math
 
 import torch
 
@@ -27,8 +35,15 @@ class SinusoidalAbsolute(PositionalEncoding):
     name = "ape_sin"
     mechanism = "embedding"
 
+    def __init__(self, *, scale: float = 0.02 * math.sqrt(2), **dims: int) -> None:
+        super().__init__(**dims)
+        self.scale = float(scale)
+
+    def describe(self):
+        return {**super().describe(), "scale": self.scale}
+
     def prepare(self, pos: torch.Tensor) -> torch.Tensor:
         return sinusoid_table(super().prepare(pos), self.d_model).to(pos.device)
 
     def embed(self, x: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        return x + state.to(x.dtype)
+        return x + self.scale * state.to(x.dtype)
