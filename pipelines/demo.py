@@ -17,16 +17,16 @@ import sys
 import time
 from pathlib import Path
 
-# In distribution, reverse_string separates the encodings (RoPE-like ones learn it, NoPE does not); past the
-# training length, needle does (the probes of paper 000 appendix E). Two tasks keep the full roster x 3 seeds
-# inside the demo's 15 minutes on 2 cores; --tasks adds bucket_sort, fixed_offset or any other.
-DEFAULT_TASKS = ["reverse_string", "needle"]
+from domains.synthetic_tasks import get_task
+from pipelines.compare import compare
+from pipelines.config import roster
+from pipelines.sweep import DEFAULT_SYNTHETIC_TASKS, plan, run_local
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--roster", default="full")
-    parser.add_argument("--tasks", nargs="+", default=DEFAULT_TASKS)
+    parser.add_argument("--tasks", nargs="+", default=list(DEFAULT_SYNTHETIC_TASKS))  # 2: the full roster fits 15 min
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--preset", default="tiny", choices=["tiny", "paper"])
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
@@ -34,10 +34,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("results/demo"))
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run, e.g. trainer.max_steps=100")
     args = parser.parse_args(argv)
-
-    from domains.synthetic_tasks import get_task
-    from pipelines.config import roster
-    from pipelines.sweep import plan, run_local
 
     for task in args.tasks:
         get_task(task)  # unknown names fail before anything runs
@@ -50,8 +46,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     began = time.perf_counter()
     failures = run_local(jobs, workers=args.jobs, isolate=False, live=False)
-
-    from pipelines.compare import compare
 
     summary = compare(args.runs, "synthetic", args.out / "synthetic")
     print()
