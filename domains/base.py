@@ -103,6 +103,16 @@ class EvalWindows(Dataset):
         return digest.hexdigest()
 
 
+def padded_window(piece: np.ndarray, context: int, pad_id: int) -> Window:
+    """A training window: `piece` (at most `context` tokens) padded to `context` with `pad_id`; every token but the
+    first (it has no history) and the padding is scored."""
+    tokens = np.full(context, pad_id, dtype=np.int64)
+    tokens[: len(piece)] = piece
+    scored = np.zeros(context, dtype=bool)
+    scored[1 : len(piece)] = True
+    return tokens, scored
+
+
 def sliding_windows(length: int, context: int, stride: int) -> list[tuple[int, int]]:
     """(start, first scored index) of windows covering tokens 1..length-1 of an example, each token scored once.
 

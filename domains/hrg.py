@@ -51,7 +51,7 @@ import pyfaidx
 from numpy.lib.stride_tricks import sliding_window_view
 
 from domains.atomic import atomic_path, write_json
-from domains.base import EmptySplitError, EvalWindows, Window, windows_from_examples
+from domains.base import EmptySplitError, EvalWindows, Window, padded_window, windows_from_examples
 from domains.fetch import FetchError, fetch, raw_dir
 from domains.nt_tokenizer import (
     BASES,
@@ -611,12 +611,7 @@ class HRGDataModule(StoredDataModule):
         index = int(rng.integers(len(train)))
         example = train.example(index, jitter=int(rng.integers(self.max_jitter + 1)))
         start = int(rng.integers(max(1, len(example) - self.context + 1)))
-        piece = example[start : start + self.context]
-        tokens = np.full(self.context, self.pad_id, dtype=np.int64)
-        tokens[: len(piece)] = piece
-        scored = np.zeros(self.context, dtype=bool)
-        scored[1 : len(piece)] = True
-        return tokens, scored
+        return padded_window(example[start : start + self.context], self.context, self.pad_id)
 
     def build_eval_windows(self, split: str) -> EvalWindows:
         if self.extrapolation_factor(split):

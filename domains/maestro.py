@@ -54,7 +54,7 @@ from domains.maestro_tokenize import (
     tokenize_files,
     tokenizer_digest,
 )
-from domains.store import is_current, read_meta, sha256_file, token_dtype, write_store
+from domains.store import sha256_file, token_dtype
 from domains.stored import RawFile, StoredDataModule
 
 DOMAIN = "maestro"
@@ -344,28 +344,17 @@ class MaestroDataModule(StoredDataModule):
             "whole_test_performances": True,  # stores built before they were kept are rebuilt (from the cache)
         }
 
-    def prepare_data(self) -> dict[str, Any]:
-        """As StoredDataModule.prepare_data, for raw data that is a zip or a folder of many files."""
-        raw = fetch_raw()
-        hashes = raw_hashes(raw)
-        settings = self.preparation_settings()
-        meta = read_meta(self.store)
-        if is_current(meta, hashes, settings=settings):
-            return meta
-        (self.store / "meta.json").unlink(missing_ok=True)  # build_splits writes into the store: mark it incomplete
-        splits, extra = self.build_splits(raw)
-        self._performances = self._saved_tokenizer = None
-        return write_store(
-            self.store,
-            domain=self.domain,
-            vocab_size=self.vocab_size,
-            splits=splits,
-            raw_sha256=hashes,
-            extra={"settings": settings, **extra},
-        )
+    def fetch_raw(self) -> dict[str, Path]:
+        """The zip, or the files of an unpacked mirror folder (see the module docstring)."""
+        return fetch_raw()
+
+    def raw_hashes(self, raw: dict[str, Path]) -> dict[str, str]:
+        """The zip's sha256, or the CSV's and one digest over every MIDI file's (short run manifests)."""
+        return raw_hashes(raw)
 
     def build_splits(self, raw: dict[str, Path]) -> tuple[dict[str, list[np.ndarray]], dict[str, Any]]:
         """Tokenise, split and chunk; also writes tokenizer.json and performances.csv into the store."""
+        self._performances = self._saved_tokenizer = None  # both files are written anew below
         archive = MaestroArchive(raw)
         try:
             files, skipped = read_midi_files(archive)

@@ -14,7 +14,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from domains.base import EmptySplitError, EvalWindows, SequenceDataModule, Window, windows_from_examples
+from domains.base import (
+    EmptySplitError,
+    EvalWindows,
+    SequenceDataModule,
+    Window,
+    padded_window,
+    windows_from_examples,
+)
 from domains.fetch import fetch, store_dir
 from domains.store import SPLITS, Split, is_current, read_meta, read_split, sha256_file, write_store
 
@@ -62,14 +69,23 @@ class StoredDataModule(SequenceDataModule):
         return {}
 
     # ---- preparation --------------------------------------------------------------------------------------
+    def fetch_raw(self) -> dict[str, Path]:
+        """The raw files on disk, by relative path (downloaded, or copied from the mirror)."""
+        return {f.relpath: fetch(self.domain, f.relpath, f.url, f.sha256) for f in self.raw_files()}
+
+    def raw_hashes(self, raw: dict[str, Path]) -> dict[str, str]:
+        """What identifies the raw inputs in meta.json (and the run manifests): their sha256 by default."""
+        return {relpath: sha256_file(path) for relpath, path in raw.items()}
+
     def prepare_data(self) -> dict[str, Any]:
         """Fetch raw files and build the store unless it is current. Returns meta.json's content."""
-        raw = {f.relpath: fetch(self.domain, f.relpath, f.url, f.sha256) for f in self.raw_files()}
-        hashes = {relpath: sha256_file(path) for relpath, path in raw.items()}
+        raw = self.fetch_raw()
+        hashes = self.raw_hashes(raw)
         settings = self.preparation_settings()
         meta = read_meta(self.store)
         if is_current(meta, hashes, settings=settings):
             return meta
+        (self.store / "meta.json").unlink(missing_ok=True)  # build_splits may write into the store: mark it stale
         splits, extra = self.build_splits(raw)
         return write_store(
             self.store,
@@ -104,12 +120,7 @@ class StoredDataModule(SequenceDataModule):
         example = train.example(int(rng.integers(len(train))))
         starts = max(0, len(example) - self.context) // self.window_alignment + 1
         start = self.window_alignment * int(rng.integers(starts))
-        piece = example[start : start + self.context]
-        tokens = np.full(self.context, self.pad_id, dtype=np.int64)
-        tokens[: len(piece)] = piece
-        scored = np.zeros(self.context, dtype=bool)
-        scored[1 : len(piece)] = True
-        return tokens, scored
+        return padded_window(example[start : start + self.context], self.context, self.pad_id)
 
     def build_eval_windows(self, split: str) -> EvalWindows:
         factor = self.extrapolation_factor(split)
