@@ -45,7 +45,7 @@ train: $(ENV_STAMP) ## Train a domain's roster x seeds (DOMAIN=.. or all, ROSTER
 compare: $(ENV_STAMP) ## Compare the runs: results/summary.md (+ csv, json, figures) and results/<domain>/
 	$(PY) -m pipelines.compare --domains $(DOMAINS) --runs runs --out results --ref $(REF)
 
-demo: $(ENV_STAMP) ## Small real comparison on the synthetic tasks (CPU, about 10 minutes)
+demo: $(ENV_STAMP) ## Small real comparison of the full roster on synthetic tasks (CPU, about 12 minutes)
 	$(PY) -m pipelines.demo
 
 data-%: $(ENV_STAMP) ## Download (or copy from POSBENCH_MIRROR) and tokenise a domain: data-jsb, data-hrg, ...
