@@ -613,9 +613,7 @@ class HRGDataModule(StoredDataModule):
         start = int(rng.integers(max(1, len(example) - self.context + 1)))
         return padded_window(example[start : start + self.context], self.context, self.pad_id)
 
-    def build_eval_windows(self, split: str) -> EvalWindows:
-        if self.extrapolation_factor(split):
-            return super().build_eval_windows(split)  # test_<f>x: long_test_sequences below
+    def build_split_windows(self, split: str) -> EvalWindows:
         windows = self.split(split)
         if len(windows) == 0:
             raise EmptySplitError(

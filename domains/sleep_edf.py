@@ -551,11 +551,9 @@ class SleepEDFDataModule(StoredDataModule):
             night, start = night[keep], start[keep]
         return night, start
 
-    def build_eval_windows(self, split: str) -> EvalWindows:
+    def build_split_windows(self, split: str) -> EvalWindows:
         """The eval_grid windows of `context` tokens; each window is one example, its first token unscored.
-        Extrapolation splits (test_<f>x) cut the test nights into windows of f x context instead."""
-        if self.extrapolation_factor(split):
-            return super().build_eval_windows(split)
+        (Extrapolation splits, test_<f>x, cut the whole test nights into windows of f x context: the base class.)"""
         data = self.split(split)
         night, start = self.eval_grid(split)
         tokens = np.empty((len(night), self.context), dtype=data.tokens.dtype)  # uint8: loaded as int64

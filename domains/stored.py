@@ -123,13 +123,18 @@ class StoredDataModule(SequenceDataModule):
         return padded_window(example[start : start + self.context], self.context, self.pad_id)
 
     def build_eval_windows(self, split: str) -> EvalWindows:
+        """Extrapolation splits (test_<f>x) from long_test_sequences; val and test from build_split_windows."""
         factor = self.extrapolation_factor(split)
-        if factor:
-            length = factor * self.context
-            sequences = self.long_test_sequences(length)
-            if not sequences:
-                raise EmptySplitError(f"{self.domain} {split}: no test material of {length} tokens ({factor}x context)")
-            return windows_from_examples(sequences, length, length, self.pad_id)
+        if not factor:
+            return self.build_split_windows(split)
+        length = factor * self.context
+        sequences = self.long_test_sequences(length)
+        if not sequences:
+            raise EmptySplitError(f"{self.domain} {split}: no test material of {length} tokens ({factor}x context)")
+        return windows_from_examples(sequences, length, length, self.pad_id)
+
+    def build_split_windows(self, split: str) -> EvalWindows:
+        """Evaluation windows of a stored split: each example scored whole with sliding windows of `context`."""
         data = self.split(split)
         examples = [np.asarray(data.example(i)) for i in range(len(data))]
         return windows_from_examples(examples, self.context, self.eval_stride, self.pad_id)

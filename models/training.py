@@ -75,12 +75,14 @@ class DecoderLM(L.LightningModule):
         the gradients are averaged over ranks, so each rank's NLL sum is divided by the global count / ranks:
         the step then equals one process taking the whole batch, whatever the ranks' scored-token counts."""
         nll, _, scored = token_nll(self.model, batch)
-        nll_sum, n_scored = (nll * scored).sum(), scored.sum()
+        nll_sum = (nll * scored).sum()
+        totals = torch.stack([nll_sum.detach(), scored.sum().to(nll_sum.dtype)])  # this rank's (NLL sum, count)
         ranks = self.trainer.world_size if self._trainer is not None else 1
         if ranks > 1:
-            n_scored = self.all_gather(n_scored).sum()
-        loss = nll_sum * ranks / n_scored.clamp_min(1)
-        global_loss = self.all_gather(loss.detach()).mean() if ranks > 1 else loss.detach()
+            totals = self.all_gather(totals).sum(0)  # one collective per step: the global NLL sum and count
+        n_scored = totals[1].clamp_min(1)
+        loss = nll_sum * ranks / n_scored
+        global_loss = totals[0] / n_scored
         if not torch.isfinite(global_loss):
             raise NonFiniteLossError(
                 f"loss is {global_loss.item()} at step {self.global_step}; training stopped, the last good "

@@ -18,12 +18,16 @@ from domains.stored import StoredDataModule
 from pipelines.config import build_datamodule, compose_config, config_options
 
 
-def prepare(domain: str, overrides: list[str] = ()) -> dict:
-    cfg = compose_config([f"domain={domain}", *overrides])
-    dm = build_datamodule(cfg)
+def stored_datamodule(domain: str, overrides: list[str] = ()) -> StoredDataModule:
+    """The datamodule of a domain prepared from raw files, as its config (plus overrides) builds it."""
+    dm = build_datamodule(compose_config([f"domain={domain}", *overrides]))
     if not isinstance(dm, StoredDataModule):
-        raise ValueError(f"domain {domain!r} is generated on the fly; it has nothing to prepare")
-    return dm.prepare_data()
+        raise ValueError(f"domain {domain!r} is generated on the fly: it has no store")
+    return dm
+
+
+def prepare(domain: str, overrides: list[str] = ()) -> dict:
+    return stored_datamodule(domain, overrides).prepare_data()
 
 
 def main(argv: list[str] | None = None) -> int:

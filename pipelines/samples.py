@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from domains.stored import StoredDataModule
 from domains.synthetic_tasks import TASKS, get_task, sample_example
-from pipelines.config import build_datamodule, compose_config, config_options
+from pipelines.config import config_options
+from pipelines.prepare import stored_datamodule
 
 
 def synthetic_samples(task_name: str, n: int, seed: int, max_len: int) -> list[dict]:
@@ -47,9 +47,7 @@ def synthetic_samples(task_name: str, n: int, seed: int, max_len: int) -> list[d
 def stored_samples(
     domain: str, split: str, n: int, max_tokens: int, overrides: list[str], plot: Path | None = None
 ) -> list[str]:
-    dm = build_datamodule(compose_config([f"domain={domain}", *overrides]))
-    if not isinstance(dm, StoredDataModule):
-        raise ValueError(f"domain {domain!r} has no store; use --task for the synthetic domain")
+    dm = stored_datamodule(domain, overrides)
     dm.prepare_data()
     indices = range(min(n, dm.example_count(split)))
     if plot is not None:

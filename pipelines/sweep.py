@@ -58,11 +58,14 @@ class Job:
 
     @property
     def step(self) -> int:
+        """Steps done, from the last row of train_log.csv (only its tail is read: the view polls it often)."""
         log = self.folder / "train_log.csv"
         if not log.exists():
             return 0
-        lines = log.read_text().splitlines()
-        return int(lines[-1].split(",")[0]) + 1 if len(lines) > 1 else 0
+        with open(log, "rb") as handle:
+            handle.seek(max(0, log.stat().st_size - 256))
+            last = handle.read().decode(errors="replace").strip().splitlines()[-1:]
+        return int(last[0].split(",")[0]) + 1 if last and last[0][:1].isdigit() else 0
 
     def tokens_per_s(self) -> float | None:
         if self.status in ("done", "skipped"):
