@@ -45,6 +45,9 @@ train: $(ENV_STAMP) ## Train a domain's roster x seeds (DOMAIN=.. or all, ROSTER
 compare: $(ENV_STAMP) ## Compare the runs: results/summary.md (+ csv, json, figures) and results/<domain>/
 	$(PY) -m pipelines.compare --domains $(DOMAINS) --runs runs --out results --ref $(REF)
 
+throughput: $(ENV_STAMP) ## Tokens/s, memory, FLOP use of every encoding: results/throughput.{csv,png} (PRESET, ARGS)
+	$(PY) -m pipelines.throughput --preset $(PRESET) $(ARGS)
+
 demo: $(ENV_STAMP) ## Small real comparison of the full roster on synthetic tasks (CPU, about 12 minutes)
 	$(PY) -m pipelines.demo
 
@@ -62,4 +65,4 @@ format: $(ENV_STAMP) ## Apply ruff's fixes and formatting
 clean: ## Remove runs and results (keeps data and the environment)
 	rm -rf runs results
 
-.PHONY: help env test train compare demo lint format clean
+.PHONY: help env test train compare throughput demo lint format clean

@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from domains.hash_cache import cached_sha256, remember_sha256
 from domains.store import sha256_file
 
 
@@ -45,7 +46,7 @@ def fetch(domain: str, relpath: str, url: str, sha256: str | None = None, chunk:
     its checksum matches, so a killed or corrupt download never looks complete.
     """
     dest = raw_dir(domain) / relpath
-    if dest.exists() and (sha256 is None or sha256_file(dest) == sha256):
+    if dest.exists() and (sha256 is None or cached_sha256([dest])[dest] == sha256):
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
@@ -66,6 +67,8 @@ def fetch(domain: str, relpath: str, url: str, sha256: str | None = None, chunk:
                 f"{origin}: sha256 {got}, expected {sha256}; the file is corrupt or not the one the suite was built for"
             )
     os.replace(part, dest)
+    if sha256 is not None:
+        remember_sha256(dest, sha256)  # the renamed file is the one just checked: no second read of it
     return dest
 
 

@@ -46,6 +46,7 @@ from miditok import REMI
 from domains.atomic import atomic_path, write_npy, write_text
 from domains.base import Window
 from domains.fetch import FetchError, fetch, mirror_root, raw_dir
+from domains.hash_cache import cached_sha256
 from domains.maestro_tokenize import (
     VOCAB_SIZE,
     MidiFile,
@@ -54,7 +55,7 @@ from domains.maestro_tokenize import (
     tokenize_files,
     tokenizer_digest,
 )
-from domains.store import sha256_file, token_dtype
+from domains.store import token_dtype
 from domains.stored import RawFile, StoredDataModule
 
 DOMAIN = "maestro"
@@ -190,11 +191,12 @@ def unpacked_files(root: Path) -> dict[str, Path]:
 
 
 def raw_hashes(raw: dict[str, Path]) -> dict[str, str]:
-    """meta.json's raw_sha256: the zip's, or the CSV's and one digest over every MIDI file's sha256."""
+    """meta.json's raw_sha256: the zip's, or the CSV's and one digest over every MIDI file's sha256 (cached)."""
+    digests = cached_sha256(raw.values())
     if ZIP_NAME in raw:
-        return {ZIP_NAME: sha256_file(raw[ZIP_NAME])}
-    sums = "".join(f"{sha256_file(path)}  {name}\n" for name, path in sorted(raw.items()) if name != CSV_NAME)
-    return {CSV_NAME: sha256_file(raw[CSV_NAME]), MIDI_SUMS: hashlib.sha256(sums.encode()).hexdigest()}
+        return {ZIP_NAME: digests[raw[ZIP_NAME]]}
+    sums = "".join(f"{digests[path]}  {name}\n" for name, path in sorted(raw.items()) if name != CSV_NAME)
+    return {CSV_NAME: digests[raw[CSV_NAME]], MIDI_SUMS: hashlib.sha256(sums.encode()).hexdigest()}
 
 
 def read_midi_files(archive: MaestroArchive) -> tuple[list[MidiFile], dict[str, str]]:

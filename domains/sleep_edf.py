@@ -486,14 +486,14 @@ class SleepEDFDataModule(StoredDataModule):
         value_counts = []  # pass 1: the training nights' distinct normalised values and their counts
         for night in nights:
             if night.split == "train":
-                normalised = self._normalised(night, folder)
+                normalised = self.normalised(night, folder)
                 value_counts.append(np.unique(normalised, return_counts=True))
         boundaries = pooled_quantiles(value_counts, np.arange(1, VOCAB_SIZE) / VOCAB_SIZE)
 
         splits: dict[str, list[np.ndarray]] = {"train": [], "val": [], "test": []}
         listed: dict[str, list[dict[str, Any]]] = {"train": [], "val": [], "test": []}
         for night in nights:  # pass 2: tokens over whole nights
-            splits[night.split].append(quantise(self._normalised(night, folder), boundaries))
+            splits[night.split].append(quantise(self.normalised(night, folder), boundaries))
             listed[night.split].append(asdict(night))
         train_counts = np.zeros(VOCAB_SIZE, dtype=np.int64)
         for tokens in splits["train"]:
@@ -512,7 +512,7 @@ class SleepEDFDataModule(StoredDataModule):
         }
         return splits, extra
 
-    def _normalised(self, night: Night, folder: Path) -> np.ndarray:
+    def normalised(self, night: Night, folder: Path) -> np.ndarray:
         """The trimmed night, normalised by its median and IQR and clipped; records the statistics on `night`."""
         start, stop = night.sample_span
         signal = read_eeg(folder / night.psg, start, stop)

@@ -23,7 +23,8 @@ from domains.base import (
     windows_from_examples,
 )
 from domains.fetch import fetch, store_dir
-from domains.store import SPLITS, Split, is_current, read_meta, read_split, sha256_file, write_store
+from domains.hash_cache import cached_sha256
+from domains.store import SPLITS, Split, is_current, read_meta, read_split, write_store
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,10 @@ class StoredDataModule(SequenceDataModule):
         return {f.relpath: fetch(self.domain, f.relpath, f.url, f.sha256) for f in self.raw_files()}
 
     def raw_hashes(self, raw: dict[str, Path]) -> dict[str, str]:
-        """What identifies the raw inputs in meta.json (and the run manifests): their sha256 by default."""
-        return {relpath: sha256_file(path) for relpath, path in raw.items()}
+        """What identifies the raw inputs in meta.json (and the run manifests): their sha256 by default (cached
+        beside the files by size and mtime, so an unchanged file is not read again)."""
+        digests = cached_sha256(raw.values())
+        return {relpath: digests[Path(path)] for relpath, path in raw.items()}
 
     def prepare_data(self) -> dict[str, Any]:
         """Fetch raw files and build the store unless it is current. Returns meta.json's content."""

@@ -74,11 +74,23 @@ class CausalSelfAttention(nn.Module):
                     q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=encoding.softmax_scale
                 )
             else:
-                y = F.scaled_dot_product_attention(
-                    q, k, v, is_causal=True, dropout_p=dropout_p, scale=encoding.softmax_scale
-                )
+                y = fused_causal_attention(q, k, v, dropout_p, encoding.softmax_scale)
         y = y.transpose(1, 2).reshape(B, T, -1)
         return self.resid_dropout(self.proj(y))
+
+
+def fused_causal_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float, scale: float
+) -> torch.Tensor:
+    """`scaled_dot_product_attention(is_causal=True)`. When an encoding widens q and k (PoPE: 2 x head_dim), v is
+    zero-padded to their width and the padding sliced off the output: the flash kernels (CPU and GPU) need one
+    head width for q, k and v, and without them SDPA falls back to kernels that are several times slower (on
+    CPU the math kernel, which materialises the T x T scores). The zero columns cost only the extra P.V work."""
+    width = v.shape[-1]
+    if q.shape[-1] != width:
+        v = F.pad(v, (0, q.shape[-1] - width))
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p, scale=scale)
+    return y[..., :width]
 
 
 def causal_future(T: int, device: torch.device) -> torch.Tensor:

@@ -65,22 +65,23 @@ def test_rope_matches_hand_computed_rotation():
     rope = build_encoding("rope", {"base": 100.0}, n_layer=1, n_head=1, d_model=4, context=4)
     assert rope.theta.tolist() == pytest.approx([1.0, 0.1])
     x = torch.tensor([1.0, 2.0, 3.0, 4.0]).view(1, 1, 1, 4).expand(1, 1, 3, 4).contiguous()
-    cos, sin = rope.prepare(torch.arange(3))
-    rotated, _ = rope.transform_qk(x, x, (cos, sin), None, 0)
-    # pairs are (x0, x2) on band 0 and (x1, x3) on band 1
+    rotated, _ = rope.transform_qk(x, x, rope.prepare(torch.arange(3)), None, 0)
+    # pairs are (x0, x1) on band 0 and (x2, x3) on band 1
     c0, s0, c1, s1 = math.cos(2), math.sin(2), math.cos(0.2), math.sin(0.2)
-    expected = [1 * c0 - 3 * s0, 2 * c1 - 4 * s1, 1 * s0 + 3 * c0, 2 * s1 + 4 * c1]
+    expected = [1 * c0 - 2 * s0, 1 * s0 + 2 * c0, 3 * c1 - 4 * s1, 3 * s1 + 4 * c1]
     assert rotated[0, 0, 2].tolist() == pytest.approx(expected, abs=1e-6)
     assert rotated[0, 0, 0].tolist() == pytest.approx([1.0, 2.0, 3.0, 4.0])
 
 
 def test_rope_angles_stay_fp32_under_bf16():
     rope = build_encoding("rope", {"base": 500_000.0}, **DIMS)
-    cos, sin = rope.prepare(torch.arange(2048))
-    assert cos.dtype == torch.float32
+    rotation = rope.prepare(torch.arange(2048))
+    assert rotation.dtype == torch.float32  # cos and sin
     q = torch.randn(1, 4, 2048, 8).bfloat16()
-    q2, _ = rope.transform_qk(q, q, (cos, sin), None, 0)
-    assert q2.dtype == torch.bfloat16
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        q2, _ = rope.transform_qk(q, q, rotation, None, 0)
+    reference, _ = rope.transform_qk(q.float(), q.float(), rotation, None, 0)
+    assert q2.dtype == torch.bfloat16 and torch.equal(q2, reference.bfloat16())  # fp32 math, one rounding
 
 
 @pytest.mark.parametrize(
@@ -236,13 +237,13 @@ def test_pope_runs_fused_at_width_2d_with_the_original_scale():
 
 def test_pope_phases_stay_fp32_under_bf16_autocast():
     pope = build_encoding("pope", {}, **DIMS)
-    phase = pope.prepare(torch.arange(16))
+    cos, sin = pope.prepare(torch.arange(16))
     q = torch.randn(1, 4, 16, 8).bfloat16()
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        q2, k2 = pope.transform_qk(q, q, phase, None, 0)
-    assert phase.dtype == torch.float32 and q2.dtype == k2.dtype == torch.bfloat16
-    reference, _ = pope.transform_qk(q.float(), q.float(), phase, None, 0)
-    assert torch.allclose(q2.float(), reference, atol=2e-2)
+        q2, k2 = pope.transform_qk(q, q, (cos, sin), None, 0)
+    assert cos.dtype == sin.dtype == torch.float32 and q2.dtype == k2.dtype == torch.bfloat16
+    reference, _ = pope.transform_qk(q.float(), q.float(), (cos, sin), None, 0)
+    assert torch.equal(q2, reference.bfloat16())  # fp32 math, one rounding
 
 
 def cope_by_loops(q, k, v, table, npos):

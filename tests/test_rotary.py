@@ -1,5 +1,6 @@
-"""The rotary family (rope, hope, prope, lerope, rope_dup, hdrope, darope, yarn): each against a plain
-re-statement of its equation, the relative-position identity, and the special cases that tie them together."""
+"""The rotary family (rope, hope, prope, lerope, rope_dup, hdrope, darope, yarn) and PoPE: each against a plain
+re-statement of its equation, the relative-position identity, the special cases that tie them together, the
+gradients of the fast implementations against finite differences, and each encoding's FLOP count by hand."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import math
 
 import pytest
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from models.encodings import build_encoding
 from models.encodings.hdrope import paley_conference_matrix
-from models.encodings.rope import fast_band_count, rope_frequencies
+from models.encodings.rope import fast_band_count, rope_frequencies, rotate, unit_rotations
 from models.encodings.yarn import with_yarn, yarn_frequencies
 from models.gpt import GPT, GPTConfig
 
@@ -35,13 +37,12 @@ def scores(enc, q, k, x=None):
 
 
 def rotate_pairs(x, angles):
-    """Reference RoPE on one vector in the rotate-half layout: band j pairs (x_j, x_{j+d/2}), by a plain loop."""
-    half = len(x) // 2
+    """Reference RoPE on one vector: band j rotates the pair (x_{2j}, x_{2j+1}) by angles[j], by a plain loop."""
     out = list(x)
-    for j in range(half):
+    for j in range(len(x) // 2):
         c, s = math.cos(angles[j]), math.sin(angles[j])
-        out[j] = x[j] * c - x[j + half] * s
-        out[j + half] = x[j] * s + x[j + half] * c
+        out[2 * j] = x[2 * j] * c - x[2 * j + 1] * s
+        out[2 * j + 1] = x[2 * j] * s + x[2 * j + 1] * c
     return out
 
 
@@ -83,8 +84,8 @@ def test_darope_fast_bands_depend_only_on_relative_position():
     assert K == fast_band_count(rope_frequencies(16, 10_000.0), 64) == 3  # theta >= 2 pi / 64: 1, .32, .1
     g = torch.Generator().manual_seed(1)
     q_vec, k_vec = torch.zeros(16, dtype=F64), torch.zeros(16, dtype=F64)
-    for vec in (q_vec, k_vec):  # fast band j pairs dims j and j + 8
-        vec[:K], vec[8 : 8 + K] = torch.randn(K, generator=g), torch.randn(K, generator=g)
+    for vec in (q_vec, k_vec):  # fast band j pairs dims 2j and 2j + 1
+        vec[: 2 * K] = torch.randn(2 * K, generator=g)
     x = torch.randn(1, 40, 16, generator=g, dtype=F64)  # content that moves the slow coordinate
     s = scores(enc, same_vector_at_every_position(q_vec, 40), same_vector_at_every_position(k_vec, 40), x)[0, 0]
     for offset in (0, 3, 11):
@@ -154,24 +155,41 @@ def test_paley_matrices_are_spec_c4_and_orthogonal():
         c = paley_conference_matrix(order)
         assert torch.equal(c @ c.T, (order - 1) * torch.eye(order, dtype=F64))
         assert torch.all(c.diagonal() == 0) and set(c.flatten().tolist()) == {-1.0, 0.0, 1.0}
-        q = build_encoding("hdrope", {"block": order}, n_layer=1, n_head=1, d_model=16, context=16).basis.double()
-        assert torch.allclose(q @ q.T, torch.eye(order, dtype=F64), atol=1e-6)
+        blocks = build_encoding("hdrope", {"block": order}, n_layer=1, n_head=1, d_model=16, context=16).block_basis
+        q = c / math.sqrt(order - 1)
+        assert torch.allclose(blocks.double(), torch.block_diag(*[q] * (16 // order)), atol=1e-7)  # Q on every block
+        assert torch.allclose(q @ q.T, torch.eye(order, dtype=F64), atol=1e-12)
     with pytest.raises(ValueError, match="Paley-I"):
         paley_conference_matrix(6)
 
 
-def test_hdrope_block_is_q_r_qt():
-    """Each block of 4 channels is multiplied by Q R(m theta_i) Q^T, R = blockdiag(R2, R2), Q = C / sqrt 3."""
-    enc = encoding("hdrope", d=8, base=100.0)  # two blocks: theta = 1, 100^(-1/2)
-    q_basis = paley_conference_matrix(4) / math.sqrt(3)
-    vec = torch.randn(8, generator=torch.Generator().manual_seed(2), dtype=F64)
-    q2, _ = transform(enc, same_vector_at_every_position(vec, 4), same_vector_at_every_position(vec, 4))
-    for block, theta in enumerate([1.0, 0.1]):
-        phi = 3 * theta
+def hdrope_by_blocks(vec, m, block, base):
+    """Reference HD-RoPE on one vector at position m: block i of N channels times Q R(m theta_i) Q^T with
+    theta_i = base^(-N i / d), R = blockdiag(R2, ..., R2) (N/2 planes), Q = C / sqrt(N - 1), by a loop over blocks."""
+    d = len(vec)
+    q_basis = paley_conference_matrix(block) / math.sqrt(block - 1)
+    out = torch.empty_like(vec)
+    for i in range(d // block):
+        phi = m * base ** (-block * i / d)
         r2 = torch.tensor([[math.cos(phi), -math.sin(phi)], [math.sin(phi), math.cos(phi)]], dtype=F64)
-        r = torch.block_diag(r2, r2)
-        expected = q_basis @ r @ q_basis.T @ vec[4 * block : 4 * block + 4]
-        assert torch.allclose(q2[0, 0, 3, 4 * block : 4 * block + 4], expected, atol=1e-6)
+        channels = slice(block * i, block * (i + 1))
+        out[channels] = q_basis @ torch.block_diag(*[r2] * (block // 2)) @ q_basis.T @ vec[channels]
+    return out
+
+
+@pytest.mark.parametrize("block, d", [(4, 8), (8, 16)])
+def test_hdrope_scores_are_those_of_q_r_qt(block, d):
+    """q'.k' equals (Q R_m Q^T q) . (Q R_n Q^T k) per block for every pair of positions (the implementation drops
+    the back-rotation by Q, which cancels in the score, so the scores are what is compared)."""
+    base, T = 100.0, 6
+    enc = encoding("hdrope", d=d, block=block, base=base)
+    g = torch.Generator().manual_seed(2)
+    q, k = torch.randn(1, 1, T, d, generator=g, dtype=F64), torch.randn(1, 1, T, d, generator=g, dtype=F64)
+    got = scores(enc, q, k)[0, 0]
+    for m in range(T):
+        for n in range(T):
+            expected = hdrope_by_blocks(q[0, 0, m], m, block, base) @ hdrope_by_blocks(k[0, 0, n], n, block, base)
+            assert got[m, n].item() == pytest.approx(expected.item(), abs=1e-6)  # theta is stored in fp32
 
 
 def test_hdrope_model_equals_rope_dup_after_the_basis_change():
@@ -183,15 +201,8 @@ def test_hdrope_model_equals_rope_dup_after_the_basis_change():
     hd = GPT(GPTConfig(**cfg, pe="hdrope", pe_options={"block": 4, "base": 100.0})).double().eval()
     dup = GPT(GPTConfig(**cfg, pe="rope_dup", pe_options={"block": 4, "base": 100.0})).double().eval()
     dup.load_state_dict(hd.state_dict())
-    # hdrope plane (4i, 4i+1) of y = Q^T x is rope_dup band 2i: dims (2i, 2i + d/2); plane (4i+2, 4i+3) is band 2i+1
-    perm = torch.zeros(d, d, dtype=F64)
-    for i in range(d // 4):
-        for plane in range(2):
-            band = 2 * i + plane
-            perm[band, 4 * i + 2 * plane] = 1.0
-            perm[band + d // 2, 4 * i + 2 * plane + 1] = 1.0
-    basis_t = torch.block_diag(*[paley_conference_matrix(4).T / math.sqrt(3)] * (d // 4))
-    change = perm @ basis_t  # rope_dup's q = change @ hdrope's q, per head
+    # hdrope plane (4i + 2p, 4i + 2p + 1) of y = Q^T x per block is rope_dup's band 2i + p on the same two dims
+    change = torch.block_diag(*[paley_conference_matrix(4).T / math.sqrt(3)] * (d // 4))  # rope_dup's q = change @ q
     with torch.no_grad():
         for block in dup.blocks:
             weight = block.attn.qkv.weight  # rows: q heads, k heads, v heads
@@ -297,8 +308,9 @@ def test_yarn_scale_one_is_the_identity_and_scale_s_multiplies_by_its_magnitude(
     assert torch.equal(with_yarn(model, 16)(tokens[:, :16]), model(tokens[:, :16]))
     yarn = with_yarn(model, 64)
     assert yarn.encoding.scale == 4.0 and yarn.encoding.magnitude == pytest.approx(0.1 * math.log(4.0) + 1)
-    cos, _ = yarn.encoding.prepare(torch.arange(3))
-    assert cos[0].tolist() == pytest.approx([yarn.encoding.magnitude] * 8)  # position 0: cos = 1, times mscale
+    rotation = yarn.encoding.prepare(torch.arange(3))  # (T, d/2, 2): cos and sin, times mscale
+    assert rotation[0].flatten().tolist() == pytest.approx([yarn.encoding.magnitude, 0.0] * 8)  # cos 1, sin 0
+    assert rotation[2].norm(dim=-1).tolist() == pytest.approx([yarn.encoding.magnitude] * 8)
     assert not torch.allclose(yarn(tokens), model(tokens))
     with pytest.raises(ValueError, match="trained rope model"):
         with_yarn(GPT(GPTConfig(vocab_size=19, context=16, n_layer=1, n_head=2, d_model=32, pe="nope")), 64)
@@ -312,3 +324,99 @@ def test_hdrope_mixing_stays_fp32_under_bf16_autocast():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         rotated, _ = enc.transform_qk(q, q, state, None, 0)
     assert rotated.dtype == torch.bfloat16 and torch.equal(rotated, reference)
+
+
+def test_compiled_and_eager_rotations_agree(monkeypatch):
+    """`rotate` runs a complex product in eager mode and the real form under torch.compile: same values, and the
+    same gradients for x and for a rotation table that carries one (LeRoPE, DaRoPE), on strided q/k views."""
+    g = torch.Generator().manual_seed(6)
+    qkv = torch.randn(2, 5, 3 * 3 * 4, generator=g, dtype=F64, requires_grad=True)
+    q = qkv.view(2, 5, 3, 3, 4).permute(2, 0, 3, 1, 4)[0]  # (B, H, T, d) view into the projection, as in the model
+    angle = torch.randn(2, 3, 5, 2, generator=g, dtype=F64, requires_grad=True)
+    weight = torch.randn(2, 3, 5, 4, generator=g, dtype=F64)
+
+    def run():
+        loss = (rotate(q, unit_rotations(angle)) * weight).sum()
+        return (loss, *torch.autograd.grad(loss, (qkv, angle)))
+
+    eager = run()
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    real_form = run()
+    for a, b in zip(eager, real_form, strict=True):
+        assert torch.allclose(a, b, atol=1e-12)
+
+
+def central_differences(loss, param, eps=1e-6):
+    numeric = torch.zeros_like(param)
+    for i in range(param.numel()):
+        with torch.no_grad():
+            param.view(-1)[i] += eps
+            up = loss().item()
+            param.view(-1)[i] -= 2 * eps
+            down = loss().item()
+            param.view(-1)[i] += eps
+        numeric.view(-1)[i] = (up - down) / (2 * eps)
+    return numeric
+
+
+@pytest.mark.parametrize("name", ["lerope", "darope", "pope", "hdrope"])
+def test_gradients_match_finite_differences(name):
+    """The fast paths (complex products, angle sums, the dropped back-rotation) differentiate correctly: the
+    gradient of a weighted sum of scores for q, k and every learned positional parameter, against central
+    differences in float64."""
+    enc = encoding(name, d=8, heads=2, context=16)
+    g = torch.Generator().manual_seed(7)
+    with torch.no_grad():  # away from the initial values, and delta inside its clamp range [-2 pi, 0]
+        for param in enc.parameters():
+            param.uniform_(-1.5, -0.5, generator=g)
+    q, k = (torch.randn(2, 2, 6, 8, generator=g, dtype=F64, requires_grad=True) for _ in range(2))
+    x = torch.randn(2, 6, 16, generator=g, dtype=F64)  # DaRoPE's coordinates read it
+    weight = torch.randn(2, 2, 6, 6, generator=g, dtype=F64)
+
+    def loss():
+        return (scores(enc, q, k, x) * weight).sum()
+
+    assert torch.autograd.gradcheck(lambda q, k: scores(enc, q, k, x), (q, k))
+    for param in [q, k, *enc.parameters()]:
+        (analytic,) = torch.autograd.grad(loss(), param)
+        assert torch.allclose(analytic, central_differences(loss, param), atol=1e-6, rtol=1e-5)
+
+
+# Hand counts at n_layer=2, n_head=4, d_model=32 (head dim d=8), L=T=16; forward FLOPs per token added to the
+# decoder. Rotation: 3 FLOPs per element (complex product: 4 multiplications, 2 additions) of q and of k.
+ROTATION = 2 * 32 * 3  # per layer
+FLOP_COUNTS = [
+    ("rope", {}, 2 * ROTATION),
+    ("hope", {}, 2 * ROTATION),  # slow bands are multiplied by cos 0 = 1, sin 0 = 0 all the same
+    ("prope", {}, 2 * ROTATION),
+    ("lerope", {}, 2 * ROTATION),  # the (T, d/2) table with exp(a) is per forward pass: neglected
+    ("rope_dup", {}, 2 * ROTATION),
+    ("yarn", {"scale": 2.0}, 2 * ROTATION),
+    # dense (8 x 8) basis change per head: 2 * 8 FLOPs per element of q and of k, then the rotation
+    ("hdrope", {}, 2 * (2 * 32 * (2 * 8) + ROTATION)),
+    # base 500k, d=8: theta = 1, .038, .0014, .00005 and 2 pi / 16 = .39, so K=1 fast and S=3 slow bands.
+    # projection 2*32*4, alpha*beta + logit 2*4, sigmoid and *L 2*4, slow angles with cos and sin 3*4*3
+    ("darope", {}, 2 * (2 * 32 * 4 + 2 * 4 + 2 * 4 + 3 * 4 * 3 + ROTATION)),
+    # q.k at width 16 instead of 8 and P.V on v zero-padded to 16: per head 2 * 8 * (16 + 1) / 2 each, 4 heads;
+    # softplus of q and k 2*32, magnitudes times cos and sin 2*2*32
+    ("pope", {}, 2 * (2 * (4 * 2 * 8 * 17 // 2) + 2 * 32 + 4 * 32)),
+]
+
+
+@pytest.mark.parametrize("name, options, expected", FLOP_COUNTS)
+def test_flops_per_token_by_hand(name, options, expected):
+    enc = build_encoding(name, options, n_layer=2, n_head=4, d_model=32, context=16)
+    assert enc.flops_per_token(16) == expected
+
+
+@pytest.mark.parametrize("name, matmul_flops", [("hdrope", 2 * 32 * (2 * 8)), ("darope", 2 * 32 * 4)])
+def test_matmul_part_of_the_count_is_what_runs(name, matmul_flops):
+    """torch's FLOP counter sees the matrix products of one layer's transform: HD-RoPE's dense (d x d) basis change
+    of q and k, DaRoPE's (d_model x H) coordinate projection; per token they match the hand count's matmul term."""
+    enc = build_encoding(name, {}, n_layer=1, n_head=4, d_model=32, context=16)
+    B, T = 3, 16
+    q = k = torch.randn(B, 4, T, 8)
+    state = enc.prepare(torch.arange(T))
+    with FlopCounterMode(display=False) as counter:
+        enc.transform_qk(q, k, state, torch.randn(B, T, 32), 0)
+    assert counter.get_total_flops() == matmul_flops * B * T

@@ -40,3 +40,8 @@ class ALiBi(PositionalEncoding):
 
     def logit_bias(self, state, layer):
         return state
+
+    def flops_per_token(self, T: int) -> float:
+        """One add of the bias per visible key, head and layer: n_layer * n_head * (T + 1) / 2. The (H, T, T)
+        table is built once per forward and shared by the batch and the layers, so it is left out."""
+        return self.n_layer * self.n_head * (T + 1) / 2

@@ -28,3 +28,7 @@ class LearnedAbsolute(PositionalEncoding):
 
     def embed(self, x: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         return x + self.table(state)
+
+    def flops_per_token(self, T: int) -> float:
+        """One add per embedding dimension, once."""
+        return float(self.d_model)

@@ -47,3 +47,7 @@ class SinusoidalAbsolute(PositionalEncoding):
 
     def embed(self, x: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         return x + self.scale * state.to(x.dtype)
+
+    def flops_per_token(self, T: int) -> float:
+        """A multiply-add per embedding dimension, once (the table itself is built once per forward)."""
+        return 2.0 * self.d_model

@@ -92,6 +92,13 @@ class PositionalEncoding(nn.Module):
             )
         return pos
 
+    def flops_per_token(self, T: int) -> float:
+        """Forward FLOPs per token that this encoding adds to the whole model (all layers) on sequences of T
+        tokens, on top of the plain decoder of `models.flops` (causal attention at width head_dim, no positional
+        signal). Conventions: a multiply-add is 2 FLOPs, any other elementwise op (cos, exp, sigmoid, a compare
+        included) is 1; a causal query attends (T + 1) / 2 keys on average. Training counts 3x forward."""
+        return 0.0
+
     def optimizer_groups(self) -> list[dict[str, Any]]:
         """Parameter groups the encoding wants for itself (each a dict with "params" and options such as
         "weight_decay" or "clip_norm"). Parameters not claimed here follow the default rule."""

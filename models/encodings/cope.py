@@ -11,7 +11,49 @@ open gates between them,
 
 E (d x npos, zero-initialised) is one table per layer shared by the heads. CoPE needs the whole score matrix
 before the softmax, so it cannot use the fused kernel: it is the one encoding that replaces the attention.
+
+Why the kernel looks as it does. Written with autograd, the formula above builds about ten (B, H, T, T) tensors
+and keeps most of them for the backward pass (355 MiB at B=2, H=4, T=1024). `CoPEAttention` is an autograd
+Function with a hand-written backward pass instead. It saves only q, k, v, the table, the output and the
+log-sum-exp of each row's scores, all O(T) per head, and the backward pass recomputes the rest, as FlashAttention
+does. Everything of query row i depends on row i alone (its gates, their suffix sums, its softmax), so the
+flattened batch x heads slices are processed in tiles of G slices (a head group) x R query rows: a tile of rows
+r0..r1-1 needs only the n = r1 keys up to its last row (it skips the future half of the score matrix) and only
+the table positions 0..min(r1, npos - 1) that those rows can reach. The tile size follows a byte budget
+(`tile_bytes`; R is at most ROW_BLOCK): near cache size on the CPU, larger on a GPU.
+
+Memory, per tile, in buffers of G x R x (n + 1) elements reused by every tile: the forward and the backward pass
+each hold at most four float buffers (compute dtype) and one int64 index at once, plus a bool mask with dropout:
+  forward   0: scores s (q.k + z), then exp    1: gates -> suffix sums p -> interpolation weights w
+            2: table logits (q.E, then q.ED)   3: gathered table logits        index: lo = floor(p)
+  backward  the same, then 0: attention a -> scattered table gradients -> g (1 - g); 1: G w; 2: G, the
+            gradient of the scores; 3: D[lo] -> dp -> dg.
+So beyond the scores a tile holds three float buffers and the index (five fp32-sized blocks of R x (n + 1) per
+slice): for T >= 5 R that is at most one T x T buffer per head group, and at any T the whole workspace stays
+within `tile_bytes`. Nothing of size T x T survives a tile.
+
+Algebra that keeps it lean (s = 1/sqrt(d), qs = s q; the kernel works on the scaled scores s (l + z)):
+- gate g_ij = sigmoid(qs_i . k_j); the suffix sum p_ij = sum_{t>=j} g_it is the row total minus an exclusive
+  prefix sum: one in-place cumsum over a buffer with one extra column;
+- with T_i[c] = qs_i . E[c], ED[c] = E[c+1] - E[c] (0 at c = npos - 1) and D_i[c] = qs_i . ED[c], the
+  interpolation is z = T_i[lo] + w D_i[lo]: both terms are gathered with the same index lo, and a clamped
+  position (p = npos - 1, so lo = npos - 1, w = 0) meets D = 0, so its gradient vanishes without a mask;
+- backward, with G = a (dA - rowsum(dO . o)) (rowsum(a dA) = dO . o saves a pass), dA = dO v^T:
+  dv = a^T dO; dT = scatter_add(lo, G), dD = scatter_add(lo, G w) -> dqs += dT E^T + dD ED^T, and the table
+  gets qs^T dT plus qs^T dD through the difference's adjoint;
+  dp = G D[lo]; dg_it = sum_{j<=t} dp_ij (a prefix cumsum); the gradient of the gate logit qs.k is
+  G + dg g (1 - g), giving dqs and dk; finally dq = s dqs.
+Under bf16 autocast the kernel computes in fp32 (gates, their sums, the softmax) and returns the input dtype.
+Attention dropout draws one bool mask per tile from the global RNG (one `bernoulli_` per tile, the draws of one
+dropout call per tile); the forward pass saves the RNG state it started from and the backward pass replays it
+to redraw the same masks, then restores the current state. The work runs in two custom ops, which
+`torch.compile` keeps opaque: a compiled model traces through `CoPEAttention` without a graph break.
 """
+
+from __future__ import annotations
+
+import contextlib
+import math
 
 import torch
 import torch.nn.functional as F
@@ -19,35 +61,299 @@ from torch import nn
 
 from models.encodings.base import PositionalEncoding, register
 
+# Tile shape defaults per device. CPU (measured here, 1 thread): tiles of 64 rows and an 8 MiB workspace run
+# 10-20% faster than 128-256 rows (more of the causal triangle skipped, tiles closer to cache size) and larger
+# budgets gain nothing. GPU: large tiles, so that kernel launches (25 to 45 per tile and pass) do not dominate;
+# not measured on this machine, a starting point. Per model: `pe_options: {tile_bytes: ...}`.
+TILE_BYTES = {"cpu": 8 << 20, "cuda": 256 << 20}  # all of one tile's workspace
+ROW_BLOCK = {"cpu": 64, "cuda": 512}  # most query rows per tile: smaller blocks skip more future keys
+WORKSPACE_FLOATS = 4  # float buffers per tile (see the module docstring), beside one int64 index
+
 
 @register
 class CoPE(PositionalEncoding):
     name = "cope"
     mechanism = "scores"
 
-    def __init__(self, **dims: int) -> None:
+    def __init__(self, tile_bytes: int | None = None, **dims: int) -> None:
         super().__init__(**dims)
         self.npos = self.context + 1
         self.table = nn.Parameter(torch.zeros(self.n_layer, self.head_dim, self.npos))
-
-    def prepare(self, pos: torch.Tensor) -> torch.Tensor:
-        pos = super().prepare(pos)
-        return torch.ones(pos.numel(), pos.numel(), dtype=torch.bool, device=pos.device).triu(1)  # future keys
+        if tile_bytes is not None and tile_bytes <= 0:
+            raise ValueError(f"cope: tile_bytes must be positive, got {tile_bytes}")
+        self.tile_bytes = tile_bytes
 
     def attend(self, q, k, v, state, layer, dropout_p):
-        future = state
-        logits = q @ k.transpose(-1, -2)  # (B, H, T, T), unscaled
-        gates = torch.sigmoid(logits * self.softmax_scale).masked_fill(future, 0.0)
-        # p_ij = sum of the gates from j to i: a cumulative sum from the right (entries past i are 0)
-        positions = gates.flip(-1).cumsum(-1).flip(-1).clamp(max=self.npos - 1)
-        lower = positions.floor()
-        weight = positions - lower
-        lower = lower.long()
-        upper = (lower + 1).clamp(max=self.npos - 1)
-        table_logits = q @ self.table[layer].to(q.dtype)  # (B, H, T, npos): q_i . E[p] for every integer p
-        position_logits = torch.lerp(table_logits.gather(-1, lower), table_logits.gather(-1, upper), weight)
-        scores = ((logits + position_logits) * self.softmax_scale).masked_fill(future, float("-inf"))
-        attention = F.softmax(scores.float(), dim=-1).to(v.dtype)
+        B, H, T, _ = q.shape
+        budget = self.tile_bytes or TILE_BYTES.get(q.device.type, TILE_BYTES["cuda"])
+        q, k, v = q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1)
+        out = CoPEAttention.apply(q, k, v, self.table[layer], self.softmax_scale, dropout_p, budget)
+        return out.view(B, H, T, -1)
+
+    def flops_per_token(self, T: int) -> float:
+        """Per layer and head, for a query i attending keys j <= i ((T + 1) / 2 of them on average), per key:
+            gate: sigmoid 1, causal mask 1                                     2
+            reverse cumsum of the gates 1, clamp at npos - 1 1                 2
+            floor 1, weight w = p - floor 1, two gathers 2                     4
+            lerp (1 - w) a + w b as a + w (b - a): subtract 1, multiply-add 2  3
+            position logit added to q . k                                      1
+        that is 12 (T + 1) / 2; plus the table logits q_i . E[:, c] (a multiply-add over d) for the positions
+        c = 0..min(i + 1, npos - 1) that row i can reach (p_ij <= i + 1): 2 d min(i + 2, npos), averaged over
+        i < T: about d (T + 3) when T < npos rather than 2 d npos, since no row reaches the other positions (the
+        kernel computes, per tile, the columns its last row reaches). Implementation costs (the table
+        differences q . ED, the backward pass's recomputation) are not model FLOPs and are not counted."""
+        reachable = min(T, self.npos - 1)  # rows whose table columns min(i + 2, npos) are not yet capped
+        mean_columns = (reachable * (reachable + 3) / 2 + (T - reachable) * self.npos) / T
+        per_head = 12 * (T + 1) / 2 + 2 * self.head_dim * mean_columns
+        return self.n_layer * self.n_head * per_head
+
+
+def _plan(slices: int, T: int, capacity: int, rows: int) -> list[tuple[int, int, int, int]]:
+    """Tiles (g0, g1, r0, r1): slices g0..g1-1, query rows r0..r1-1, keys 0..r1-1. A tile's buffers have
+    (g1 - g0) x (r1 - r0) x (r1 + 1) elements, at most `capacity` unless one row of one slice is already more."""
+    rows = max(1, min(T, rows, capacity // (T + 1)))
+    tiles = []
+    for r0 in range(0, T, rows):
+        r1 = min(T, r0 + rows)
+        group = max(1, min(slices, capacity // ((r1 - r0) * (r1 + 1))))
+        tiles += [(g0, min(slices, g0 + group), r0, r1) for g0 in range(0, slices, group)]
+    return tiles
+
+
+class _Workspace:
+    """Flat buffers reused by every tile; `take(i, *shape)` is a contiguous view of float buffer i."""
+
+    def __init__(self, tiles: list[tuple[int, int, int, int]], dtype: torch.dtype, device: torch.device) -> None:
+        numel = max((g1 - g0) * (r1 - r0) * (r1 + 1) for g0, g1, r0, r1 in tiles)
+        self.floats = [torch.empty(numel, dtype=dtype, device=device) for _ in range(WORKSPACE_FLOATS)]
+        self.index = torch.empty(numel, dtype=torch.int64, device=device)
+
+    def take(self, i: int, *shape: int) -> torch.Tensor:
+        return self.floats[i][: math.prod(shape)].view(shape)
+
+    def take_index(self, *shape: int) -> torch.Tensor:
+        return self.index[: math.prod(shape)].view(shape)
+
+
+def _tables(table: torch.Tensor, T: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """E and its forward difference ED[:, c] = E[:, c+1] - E[:, c] (0 at the last position npos - 1),
+    restricted to the positions a sequence of T tokens can reach (p <= T)."""
+    cols = min(table.shape[1], T + 1)
+    E = table[:, :cols].to(dtype)
+    ED = table[:, : cols + 1].to(dtype).diff(dim=1)
+    return E, F.pad(ED, (0, cols - ED.shape[1]))
+
+
+def _scores(ws, qs, k, E, ED, clamp_at, g0, g1, r0, r1):
+    """Scaled scores s (q_i . k_j + z_ij) of one tile (future keys not yet masked), in buffer 0. Also returns
+    w (a view of buffer 1), lo (the index buffer), D[lo] (buffer 3) and the number of table columns used."""
+    G, R, n = g1 - g0, r1 - r0, r1
+    last = min(clamp_at, n)  # rows < r1 reach positions <= r1 only
+    cols = last + 1
+    qb = qs[g0:g1, r0:r1]
+    S = ws.take(0, G, R, n)
+    torch.matmul(qb, k[g0:g1, :n].transpose(1, 2), out=S)  # s l_ij
+    X = ws.take(1, G, R, n + 1)
+    X[..., 0].zero_()
+    gates = X[..., 1:]
+    torch.sigmoid(S, out=gates)
+    gates[..., r0:].tril_()  # key j > query i: gate closed
+    X.cumsum_(-1)  # X[..., j] = sum_{t<j} g_it; X[..., n] = row total
+    p = X[..., :n]
+    torch.sub(X[..., n:], p, out=p)  # p_ij = sum_{t>=j} g_it
+    if last < n:
+        p.clamp_(max=last)
+    lo = ws.take_index(G, R, n)
+    lo.copy_(p)  # floor, since p >= 0
+    w = p.frac_()
+    table_logits = ws.take(2, G, R, cols)
+    gathered = ws.take(3, G, R, n)
+    torch.matmul(qb, E[:, :cols], out=table_logits)
+    torch.gather(table_logits, -1, lo, out=gathered)
+    S.add_(gathered)
+    torch.matmul(qb, ED[:, :cols], out=table_logits)
+    torch.gather(table_logits, -1, lo, out=gathered)
+    S.addcmul_(gathered, w)
+    return S, w, lo, gathered, cols
+
+
+def _causal(S: torch.Tensor, r0: int, future: dict[int, torch.Tensor], fill: float) -> None:
+    """Fill the future keys of a tile (they lie in its last R columns, the diagonal block)."""
+    R = S.shape[1]
+    if R not in future:
+        future[R] = torch.ones(R, R, dtype=torch.bool, device=S.device).triu(1)
+    S[..., r0:].masked_fill_(future[R], fill)
+
+
+class CoPEAttention(torch.autograd.Function):
+    """CoPE attention over (N, T, d) slices with a recomputing backward pass; see the module docstring. The work
+    is done by two custom ops, which torch.compile keeps opaque, so a compiled model has no graph break here."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, table, scale, dropout_p, tile_bytes):
+        out, lse, rng = cope_forward(q, k, v, table, scale, dropout_p, tile_bytes)
+        ctx.save_for_backward(q, k, v, table, out, lse, rng)
+        ctx.scale, ctx.dropout_p, ctx.tile_bytes = scale, dropout_p, tile_bytes
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        grads = cope_backward(grad_out, *ctx.saved_tensors, ctx.scale, ctx.dropout_p, ctx.tile_bytes)
+        return (*grads, None, None, None)
+
+
+def _setup(q: torch.Tensor, tile_bytes: int) -> tuple[torch.dtype, list[tuple[int, int, int, int]]]:
+    """Compute dtype (at least fp32: gates, their sums and the softmax never run in bf16) and the tile plan."""
+    dtype = torch.promote_types(q.dtype, torch.float32)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    bytes_per_element = WORKSPACE_FLOATS * itemsize + 8 + 1  # four float buffers, the int64 index, a dropout mask
+    rows = ROW_BLOCK.get(q.device.type, ROW_BLOCK["cuda"])
+    N, T, _ = q.shape
+    return dtype, _plan(N, T, max(1, tile_bytes // bytes_per_element), rows)
+
+
+@torch.library.custom_op("posbench::cope_forward", mutates_args=())
+def cope_forward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    table: torch.Tensor,
+    scale: float,
+    dropout_p: float,
+    tile_bytes: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Returns the output (N, T, dv) in v's dtype, the log-sum-exp of each row's scores (N, T, 1) and the RNG
+    state the dropout masks were drawn from (empty without dropout)."""
+    device = q.device
+    dtype, tiles = _setup(q, tile_bytes)
+    T = q.shape[1]
+    with torch.no_grad(), torch.autocast(device.type, enabled=False):
+        qs, kf, vf = q.to(dtype) * scale, k.to(dtype), v.to(dtype)
+        E, ED = _tables(table, T, dtype)
+        ws = _Workspace(tiles, dtype, device)
+        rng = _rng_state(device) if dropout_p > 0 else torch.empty(0, dtype=torch.uint8)
+        out = torch.empty(*q.shape[:2], v.shape[-1], dtype=dtype, device=device)
+        lse = torch.empty(*q.shape[:2], 1, dtype=dtype, device=device)
+        future = {}
+        for g0, g1, r0, r1 in tiles:
+            S = _scores(ws, qs, kf, E, ED, table.shape[1] - 1, g0, g1, r0, r1)[0]
+            _causal(S, r0, future, float("-inf"))
+            rowmax = S.amax(-1, keepdim=True)
+            S.sub_(rowmax).exp_()
+            total = S.sum(-1, keepdim=True)
+            lse[g0:g1, r0:r1] = rowmax + total.log()
+            if dropout_p > 0:
+                S.mul_(torch.empty_like(S, dtype=torch.bool).bernoulli_(1 - dropout_p))
+                total.mul_(1 - dropout_p)
+            block = out[g0:g1, r0:r1]
+            torch.matmul(S, vf[g0:g1, :r1], out=block)
+            block.div_(total)
+    return out.to(v.dtype), lse, rng
+
+
+@cope_forward.register_fake
+def _(q, k, v, table, scale, dropout_p, tile_bytes):
+    dtype = torch.promote_types(q.dtype, torch.float32)
+    rng_bytes = _rng_state(q.device).numel() if dropout_p > 0 else 0
+    return (
+        q.new_empty(*q.shape[:2], v.shape[-1], dtype=v.dtype),
+        q.new_empty(*q.shape[:2], 1, dtype=dtype),
+        torch.empty(rng_bytes, dtype=torch.uint8),
+    )
+
+
+@torch.library.custom_op("posbench::cope_backward", mutates_args=())
+def cope_backward(
+    grad_out: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    table: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    rng: torch.Tensor,
+    scale: float,
+    dropout_p: float,
+    tile_bytes: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients w.r.t. q, k, v and the table, recomputed tile by tile (same tiles, same dropout masks)."""
+    device = q.device
+    dtype, tiles = _setup(q, tile_bytes)
+    T = q.shape[1]
+    with torch.no_grad(), torch.autocast(device.type, enabled=False), _replayed_rng(device, rng):
+        qs, kf, vf = q.to(dtype) * scale, k.to(dtype), v.to(dtype)
+        E, ED = _tables(table, T, dtype)
+        dO = grad_out.to(dtype)
+        delta = (dO * out.to(dtype)).sum(-1, keepdim=True)  # rowsum(a dA) = dO . o
         if dropout_p > 0:
-            attention = F.dropout(attention, p=dropout_p)
-        return attention @ v
+            dO = dO / (1 - dropout_p)
+        dqs, dk, dv = torch.zeros_like(qs), torch.zeros_like(kf), torch.zeros_like(vf)
+        dE, dED = torch.zeros_like(E), torch.zeros_like(ED)
+        ws = _Workspace(tiles, dtype, device)
+        future = {}
+        for g0, g1, r0, r1 in tiles:
+            G, R, n = g1 - g0, r1 - r0, r1
+            qb, kb, vb, dOb = qs[g0:g1, r0:r1], kf[g0:g1, :n], vf[g0:g1, :n], dO[g0:g1, r0:r1]
+            S, w, lo, dp, cols = _scores(ws, qs, kf, E, ED, table.shape[1] - 1, g0, g1, r0, r1)
+            _causal(S, r0, future, float("-inf"))
+            S.sub_(lse[g0:g1, r0:r1]).exp_()  # a
+            grad = ws.take(2, G, R, n)  # the table logits are spent
+            if dropout_p > 0:
+                keep = torch.empty_like(S, dtype=torch.bool).bernoulli_(1 - dropout_p)
+                torch.mul(S, keep, out=grad)
+                dv[g0:g1, :n] += grad.transpose(1, 2) @ dOb
+                torch.matmul(dOb, vb.transpose(1, 2), out=grad)
+                grad.mul_(keep)
+            else:
+                dv[g0:g1, :n] += S.transpose(1, 2) @ dOb
+                torch.matmul(dOb, vb.transpose(1, 2), out=grad)
+            grad.sub_(delta[g0:g1, r0:r1]).mul_(S)  # gradient of the scores s (l + z)
+            rows = qb.reshape(G * R, -1)
+            scattered = ws.take(0, G, R, cols)  # the attention weights are spent
+            scattered.zero_().scatter_add_(-1, lo, grad)  # dT
+            dq = scattered @ E[:, :cols].T
+            dE[:, :cols].addmm_(rows.T, scattered.view(G * R, cols))
+            scattered.zero_().scatter_add_(-1, lo, w.mul_(grad))  # dD
+            dq.baddbmm_(scattered, ED[:, :cols].T.expand(G, -1, -1))
+            dED[:, :cols].addmm_(rows.T, scattered.view(G * R, cols))
+            dp.mul_(grad).cumsum_(-1)  # dg_it = sum_{j<=t} grad_ij D_i[lo_ij]
+            gates = ws.take(0, G, R, n)
+            torch.matmul(qb, kb.transpose(1, 2), out=gates)
+            gates.sigmoid_()
+            gates[..., r0:].tril_()
+            torch.addcmul(gates, gates, gates, value=-1, out=gates)  # g (1 - g)
+            grad.addcmul_(dp, gates)  # gradient of the gate logit s l
+            dq.baddbmm_(grad, kb)
+            dqs[g0:g1, r0:r1] += dq
+            dk[g0:g1, :n] += grad.transpose(1, 2) @ qb
+        # E = table[:, :cols] and ED = diff(table[:, :cols + 1]) (zero past the table's last column)
+        dtable = torch.zeros_like(table, dtype=dtype)
+        cols = E.shape[1]
+        reach = min(cols, table.shape[1] - 1)
+        dtable[:, :cols] += dE
+        dtable[:, :reach] -= dED[:, :reach]
+        dtable[:, 1 : reach + 1] += dED[:, :reach]
+    return (dqs * scale).to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), dtable.to(table.dtype)
+
+
+@cope_backward.register_fake
+def _(grad_out, q, k, v, table, out, lse, rng, scale, dropout_p, tile_bytes):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), torch.empty_like(table)
+
+
+def _rng_state(device: torch.device) -> torch.Tensor:
+    return torch.cuda.get_rng_state(device) if device.type == "cuda" else torch.get_rng_state()
+
+
+@contextlib.contextmanager
+def _replayed_rng(device: torch.device, state: torch.Tensor):
+    """Run with the RNG state the forward pass drew its dropout masks from, then restore the current state."""
+    if not state.numel():
+        yield
+        return
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else [], device_type=device.type):
+        if device.type == "cuda":
+            torch.cuda.set_rng_state(state, device)
+        else:
+            torch.set_rng_state(state)
+        yield

@@ -8,16 +8,32 @@ theta_i = base^(-N i / d), i = 0..d/N - 1, and position m rotates it by
 with the fixed orthogonal Q = C / sqrt(N - 1) built from a Paley-I conference matrix C of order N = q + 1
 (q = 3 or 7, both 3 mod 4): C = [[0, 1^T], [1, J]] with the Jacobsthal matrix J[a][b] = chi(a - b) over GF(q)
 (chi = quadratic character). For N = 4 this is SPEC's C = [[0,1,1,1],[1,0,-1,1],[1,1,0,-1],[1,-1,1,0]].
-M(m)^T M(n) = Q R((n - m) theta) Q^T, so scores depend on n - m only. Each block costs two N x N products
-on top of RoPE's rotation. Base 500k by SPEC's convention. `rope_dup` is the control without Q.
+M(m)^T M(n) = Q R((n - m) theta) Q^T, so scores depend on n - m only. Base 500k by SPEC's convention.
+`rope_dup` is the control without Q.
+
+How it is computed fast, and why that is exact: attention only ever uses the scores q'.k', and Q is
+orthogonal, so
+
+    (Q R_m Q^T q) . (Q R_n Q^T k) = q^T Q R_m^T Q^T Q R_n Q^T k = (R_m Q^T q) . (R_n Q^T k):
+
+the back-rotation by Q cancels in every score and is dropped. `transform_qk` therefore returns R(m theta) Q^T q
+(and the same for k), not M(m) q itself; the scores, hence the model, are those of the definition. What remains
+is rope_dup: Q^T of every block at once is one dense (d x d) product with the block-diagonal
+blockdiag(Q, ..., Q) (a dense GEMM beats d/N products of N x N by far on these sizes), then plane p of block i,
+channels (N i + 2p, N i + 2p + 1), is RoPE's pair (N/2) i + p turning at theta_i: exactly rope_dup's table.
+Basis change and rotation run in fp32.
+
+FLOPs per token and layer (`flops_per_token`): the dense basis change, zeros included, 2 d per element of q
+and of k, 4 d d_model in all; the rotation of q and k 6 d_model (as RoPE).
 """
 
 import math
 
 import torch
 
-from models.encodings.base import PositionalEncoding, register
-from models.encodings.rope import at_least_fp32, rope_frequencies
+from models.encodings.base import register
+from models.encodings.rope import at_least_fp32, rotate
+from models.encodings.rope_dup import DuplicatedRoPE
 
 
 def paley_conference_matrix(order: int) -> torch.Tensor:
@@ -41,38 +57,24 @@ def paley_conference_matrix(order: int) -> torch.Tensor:
 
 
 @register
-class HDRoPE(PositionalEncoding):
+class HDRoPE(DuplicatedRoPE):
     name = "hdrope"
-    mechanism = "qk"
 
     def __init__(self, *, block: int = 4, base: float = 500_000.0, **dims: int) -> None:
-        super().__init__(**dims)
-        if block not in (4, 8) or self.head_dim % block:
-            raise ValueError(f"HD-RoPE blocks are 4 or 8 channels and must divide the head dim {self.head_dim}")
-        self.block, self.base = int(block), float(base)
-        basis = paley_conference_matrix(block) / math.sqrt(block - 1)
-        self.register_buffer("basis", basis.float(), persistent=False)  # Q
-        self.register_buffer("theta", rope_frequencies(2 * self.head_dim // block, self.base), persistent=False)
-
-    def prepare(self, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        angle = super().prepare(pos).float()[:, None] * self.theta[None, :]  # (T, d/N)
-        return angle.cos(), angle.sin()
-
-    def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """x (..., T, d) -> Q R Q^T applied to each block of N channels, in fp32."""
-        *lead, T, d = x.shape
-        with torch.autocast(device_type=x.device.type, enabled=False):  # keep the basis change out of bf16
-            blocks = at_least_fp32(x).reshape(*lead, T, d // self.block, self.block)
-            basis = self.basis.to(blocks.dtype)
-            y = blocks @ basis  # rows: y = Q^T x per block
-            even, odd = y[..., 0::2], y[..., 1::2]  # the N/2 planes of each block
-            c, s = cos[:, :, None], sin[:, :, None]  # (T, d/N, 1): one angle for all planes of a block
-            rotated = torch.stack((even * c - odd * s, even * s + odd * c), dim=-1).flatten(-2)
-            return (rotated @ basis.T).reshape(*lead, T, d).to(x.dtype)  # Q y' per block
+        if block not in (4, 8):
+            raise ValueError(f"HD-RoPE blocks are 4 or 8 channels, got {block}")
+        super().__init__(block=block, base=base, **dims)
+        basis = paley_conference_matrix(block) / math.sqrt(block - 1)  # Q
+        blocks = torch.block_diag(*[basis] * (self.head_dim // block))  # (d, d): Q on every block
+        self.register_buffer("block_basis", blocks.float(), persistent=False)
 
     def transform_qk(self, q, k, state, x, layer):
-        cos, sin = state
-        return self.rotate(q, cos, sin), self.rotate(k, cos, sin)
+        with torch.autocast(device_type=q.device.type, enabled=False):  # keep the basis change out of bf16
+            q32, k32 = at_least_fp32(q), at_least_fp32(k)
+            basis = self.block_basis.to(q32.dtype)
+            # row vectors: x @ blockdiag(Q) is Q^T x on every block; then rope_dup's rotation
+            return rotate(q32 @ basis, state).to(q.dtype), rotate(k32 @ basis, state).to(k.dtype)
 
-    def describe(self):
-        return {**super().describe(), "base": self.base, "block": self.block}
+    def flops_per_token(self, T: int) -> float:
+        """n_layer * (4 d d_model + 6 d_model): dense basis change and rotation of q and k."""
+        return float(self.n_layer * (4 * self.head_dim * self.d_model + 6 * self.d_model))

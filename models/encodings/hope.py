@@ -7,6 +7,8 @@ RoPE on the fast bands, no rotation on the slow ones:
     angle_j(m) = 0             otherwise                (slow: position-independent, pure content)
 
 with theta_j = base^(-2j/d). Base 500k by SPEC's convention (paper 000 appendix A.1).
+Computed and counted as RoPE (models.encodings.rope), the zero-angle bands included: 6 d_model FLOPs per
+token and layer.
 """
 
 import torch

@@ -5,6 +5,12 @@
 One a_j per band, shared by all layers and heads (d/2 parameters in the whole model), so LeRoPE equals RoPE
 at initialisation. As in the paper, a takes no weight decay and is gradient-clipped as its own parameter
 group (norm 1.0). Base 10k, as in the paper.
+
+Computed as RoPE (see models.encodings.rope): the (T, d/2) table of e^{i m theta_j'} is built once per forward
+pass from the shared a, and each q and k is rotated by one complex product (eager mode). The table carries a
+gradient: its backward is one complex product of the incoming gradient with conj(q) (or conj(k)) summed over
+batch and heads, where the real form of the rotation needs four products and four such sums. FLOPs (forward)
+as RoPE's: 6 d_model per layer; the table and exp(a) are per forward pass and neglected.
 """
 
 import torch

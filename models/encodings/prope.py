@@ -6,6 +6,8 @@ encodings useful?"; restated in paper 001, equation 4).
 
 p is the fraction of bands kept, highest frequencies first: p = 1 is RoPE, p = 0 is NoPE. Default p = 0.75
 and base 10k, as in the p-RoPE paper.
+Computed and counted as RoPE (models.encodings.rope), the zero-angle bands included: 6 d_model FLOPs per
+token and layer.
 """
 
 import torch

@@ -5,6 +5,7 @@
 are each used on N/2 planes (N = 4 by default, 8 for the 8-D HD-RoPE). HD-RoPE with block size N equals this
 encoding after the fixed orthogonal change of basis Q (which W_q and W_k can absorb), so a run of both tests
 whether HD-RoPE's mixing matters or only its frequency allocation. Base 500k by SPEC's convention.
+Computed and counted as RoPE (models.encodings.rope): 6 d_model FLOPs per token and layer.
 """
 
 import torch

@@ -10,6 +10,7 @@ window, NTK-by-parts interpolates between the band indices where r = beta_fast =
 
 so bands with more than 32 turns keep theta_j and bands with less than one turn are interpolated (theta_j / s).
 cos and sin are multiplied by 0.1 ln(s) + 1 (so the logits by its square). s = 1 is plain RoPE.
+Computed as RoPE (models.encodings.rope) with its (cos, sin) table scaled by that magnitude; FLOPs as RoPE's.
 `with_yarn(model, eval_length)` returns a copy of a trained rope model with this encoding swapped in.
 """
 
@@ -64,8 +65,7 @@ class YaRN(RoPE):
         return 0.1 * math.log(self.scale) + 1.0
 
     def prepare(self, pos):
-        cos, sin = super().prepare(pos)
-        return cos * self.magnitude, sin * self.magnitude
+        return super().prepare(pos) * self.magnitude  # (T, d/2, 2): cos and sin, both scaled
 
     def describe(self):
         return {**super().describe(), "scale": self.scale}

@@ -1,0 +1,140 @@
+"""The throughput pipeline: FLOP counts, the CPU memory tracker, and a tiny end-to-end run (no timing asserted)."""
+
+import csv
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from models.flops import forward_flops_per_token, layer_flops_per_token, training_flops_per_token
+from models.gpt import GPT, GPTConfig
+from pipelines import throughput
+from pipelines.config import roster
+from pipelines.measure import LiveTensorMemory
+
+
+def test_one_layer_flops_match_a_hand_count():
+    cfg = GPTConfig(vocab_size=11, context=6, n_layer=2, n_head=2, d_model=8, pe="nope")
+    # per token, forward, multiply-add = 2: qkv 8 -> 24, q.k and p.v over (6 + 1) / 2 = 3.5 keys at width 8,
+    # output projection 8 -> 8, MLP 8 -> 32 -> 8
+    assert layer_flops_per_token(cfg, 6) == {
+        "qkv": 2 * 8 * 24,
+        "attention": 2 * 2 * 8 * 3.5,
+        "projection": 2 * 8 * 8,
+        "mlp": 2 * 8 * 32 + 2 * 32 * 8,
+    }
+    model = GPT(cfg)
+    counts = forward_flops_per_token(cfg, 6, model.encoding)
+    assert counts["total"] == 2 * (384 + 112 + 128 + 1024) + 2 * 8 * 11  # two layers and the output layer
+    assert training_flops_per_token(cfg, 6, model.encoding) == 3 * counts["total"]
+
+
+def test_matmul_flops_agree_with_torch_flop_counter():
+    """torch's FlopCounterMode counts every matmul the model runs (it does not count the fused attention
+    kernel): it must equal our count without the attention term, over all B x T tokens."""
+    cfg = GPTConfig(vocab_size=13, context=10, n_layer=3, n_head=4, d_model=16, mlp_ratio=3, pe="nope")
+    model = GPT(cfg)
+    tokens = torch.randint(0, 13, (2, 10))
+    with FlopCounterMode(display=False) as counter:
+        model(tokens)
+    counts = forward_flops_per_token(cfg, 10, model.encoding)
+    assert counter.get_total_flops() == 2 * 10 * (counts["total"] - counts["attention"])
+
+
+def test_encoding_flops_are_added_to_the_total():
+    cfg = GPTConfig(vocab_size=11, context=6, n_layer=2, n_head=2, d_model=8, pe="alibi")
+    counts = forward_flops_per_token(cfg, 6, GPT(cfg).encoding)
+    assert counts["encoding"] == 2 * 2 * 3.5  # one bias add per visible key, head and layer
+    assert counts["total"] == 2 * (384 + 112 + 128 + 1024) + 2 * 8 * 11 + 14
+
+
+def test_live_tensor_memory_follows_allocations_and_frees():
+    kept = torch.empty(0)
+    with LiveTensorMemory() as tracker:
+        a = torch.zeros(1024)  # 4 KiB
+        b = torch.zeros(2048)  # 8 KiB: 12 KiB live
+        view = b[:100]  # a view allocates nothing
+        del a  # 8 KiB live
+        kept = torch.zeros(512)  # 10 KiB live
+        b.add_(1.0)  # in place: nothing new
+    assert tracker.peak == 12 * 1024
+    assert tracker.live == 10 * 1024
+    del b, view
+    assert tracker.live == 2 * 1024 and kept.numel() == 512
+
+
+def test_live_tensor_memory_sees_the_backward_pass():
+    """The (T, T) scores of explicit attention are saved for backward and their gradient is built there."""
+    q = torch.randn(1, 2, 64, 8, requires_grad=True)
+    with LiveTensorMemory() as tracker:
+        out = torch.softmax(q @ q.transpose(-1, -2), dim=-1) @ q
+        forward_peak = tracker.peak
+        out.sum().backward()
+    scores = 2 * 64 * 64 * 4
+    assert forward_peak >= 2 * scores  # the scores and their softmax
+    assert tracker.peak > forward_peak  # backward allocates the gradients on top
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("throughput")
+    argv = ["--domains", "synthetic", "--contexts", "64", "128", "--warmup", "1", "--reps", "2"]
+    argv += ["--max-step-seconds", "1e9", "--data-domains", "--out", str(out)]  # no skip on a loaded machine
+    assert throughput.main(argv) == 0
+    with open(out / "throughput.csv") as handle:
+        return out, list(csv.DictReader(handle))
+
+
+def test_tiny_run_writes_one_row_per_encoding_and_context(tiny_run):
+    out, rows = tiny_run
+    encodings = roster("full")
+    assert rows and list(rows[0]) == throughput.COLUMNS
+    preset = [r for r in rows if r["kind"] == "preset"]
+    sweep = [r for r in rows if r["kind"] == "context"]
+    assert [r["encoding"] for r in preset] == encodings
+    assert {r["context"] for r in preset} == {"32"}  # the synthetic tiny preset's context
+    assert sorted((r["encoding"], int(r["context"])) for r in sweep) == sorted(
+        (e, c) for e in encodings for c in (64, 128)
+    )
+    for row in rows:
+        assert row["status"] == "ok", row
+        for column in ("train_tokens_per_s", "eval_tokens_per_s", "step_mib", "train_flops_per_token"):
+            assert float(row[column]) > 0, (row["encoding"], column)
+        assert float(row["fraction_of_peak"]) > 0 and float(row["params"]) > 0
+        if row["encoding"] == "rope10k":
+            assert float(row["train_vs_ref"]) == float(row["eval_vs_ref"]) == float(row["peak_vs_ref"]) == 1.0
+    assert (out / "throughput.png").stat().st_size > 0 and (out / "throughput.json").exists()
+
+
+def test_memory_grows_linearly_except_where_a_bias_matrix_is_built(tmp_path):
+    """Memory figures are allocation counts, not timings. Doubling a long context doubles the forward + backward
+    memory of a fused encoding and of CoPE (its tiled kernel keeps O(T) per head plus a fixed-size workspace),
+    and nearly quadruples it where a T x T buffer is built: ALiBi's (H, T, T) bias."""
+    argv = ["--domains", "synthetic", "--encodings", "nope", "cope", "alibi", "--contexts", "512", "1024"]
+    argv += ["--warmup", "1", "--reps", "1", "--max-step-seconds", "1e9", "--data-domains", "--out", str(tmp_path)]
+    assert throughput.main(argv) == 0
+    with open(tmp_path / "throughput.csv") as handle:
+        rows = [row for row in csv.DictReader(handle) if row["kind"] == "context"]
+    memory = {(r["encoding"], int(r["context"])): float(r["backward_peak_mib"]) for r in rows}
+    assert sorted({e for e, _ in memory}) == ["alibi", "cope", "nope", "rope10k"]  # the reference joins
+    growth = {e: math.log2(memory[(e, 1024)] / memory[(e, 512)]) for e in {e for e, _ in memory}}
+    assert 0.9 < growth["rope10k"] <= 1.05 and 0.9 < growth["nope"] <= 1.05, growth
+    assert 0.9 < growth["cope"] <= 1.1, growth
+    assert growth["alibi"] > 1.5, growth
+
+
+def test_a_sweep_point_is_skipped_when_predicted_over_the_limits():
+    settings = SimpleNamespace(memory_limit_gb=1.0, max_step_seconds=10.0)
+    history = [  # forward + backward memory grows as T^2; the step's peak is 256 MiB at 2048
+        {"status": "ok", "context": 1024, "backward_peak_mib": 50.0, "step_mib": 64.0, "train_step_s": 0.3},
+        {"status": "ok", "context": 2048, "backward_peak_mib": 200.0, "step_mib": 256.0, "train_step_s": 0.5},
+    ]
+    assert throughput.predicted_over_limits(history, 4096, settings) is None  # 1 GiB (not over 1 GiB); 2 s
+    assert throughput.predicted_over_limits(history, 8192, settings) == "skipped: predicted 4.0 GiB > limit 1.0 GiB"
+    slow = SimpleNamespace(memory_limit_gb=100.0, max_step_seconds=3.0)  # time: quadratic from the last point
+    assert throughput.predicted_over_limits(history, 8192, slow) == "skipped: predicted step 8 s > 3 s"
+    assert throughput.predicted_over_limits(history[:1], 4096, settings) is None  # 4.8 s; one point: no memory
+    history.append({"status": "out of memory", "context": 4096})  # a failed point predicts nothing
+    assert throughput.predicted_over_limits(history, 8192, slow) == "skipped: predicted step 8 s > 3 s"
