@@ -48,7 +48,7 @@ compare: $(ENV_STAMP) ## Compare the runs: results/summary.md (+ csv, json, figu
 throughput: $(ENV_STAMP) ## Tokens/s, memory, FLOP use of every encoding: results/throughput.{csv,png} (PRESET, ARGS)
 	$(PY) -m pipelines.throughput --preset $(PRESET) $(ARGS)
 
-demo: $(ENV_STAMP) ## Small real comparison of the full roster on synthetic tasks (CPU, about 12 minutes)
+demo: $(ENV_STAMP) ## Small real comparison of the full roster on synthetic tasks (CPU, about 11 minutes)
 	$(PY) -m pipelines.demo
 
 data-%: $(ENV_STAMP) ## Download (or copy from POSBENCH_MIRROR) and tokenise a domain: data-jsb, data-hrg, ...

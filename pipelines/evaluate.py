@@ -114,8 +114,19 @@ def write_metrics(folder: Path, split: str, result: EvalResult) -> None:
     write_text(folder / f"{split}.per_position.csv", "\n".join(rows) + "\n")
 
 
+# What saved weights mean. 2: rotary encodings pair dimensions (2j, 2j+1); format 1 (no "format" key) paired
+# (j, j + d/2), so its q/k weights are permuted for today's code and would load without error, then score wrongly.
+MODEL_FORMAT = 2
+
+
 def load_run_model(run: Path, device: str | torch.device = "cpu") -> GPT:
-    saved = torch.load(run / "model.pt", map_location=device, weights_only=True)
+    path = run / "model.pt"
+    saved = torch.load(path, map_location=device, weights_only=True)
+    if saved.get("format", 1) != MODEL_FORMAT:
+        raise ValueError(
+            f"{path}: weights saved in model format {saved.get('format', 1)}, this code reads format {MODEL_FORMAT} "
+            "(rotary encodings now pair dimensions (2j, 2j+1)); train the run again"
+        )
     model = GPT(GPTConfig(**saved["config"]))
     model.load_state_dict(saved["state_dict"])
     return model.to(device)

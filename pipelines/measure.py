@@ -68,7 +68,7 @@ class LiveTensorMemory(TorchDispatchMode):
 @dataclass
 class Timing:
     seconds: list[float]  # one per timed repetition
-    first_seconds: float  # the first call (includes compilation when compiled)
+    first_seconds: float  # the first warm-up call (includes compilation when compiled)
 
     @property
     def median(self) -> float:
@@ -88,17 +88,16 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_calls(step: Callable[[], Any], device: torch.device, warmup: int, reps: int) -> Timing:
-    """Run `step` warmup + reps times (at least one warm-up: the first call pays for compilation and
-    allocator growth) and time the last `reps` calls one by one."""
+def time_calls(step: Callable[[], Any], device: torch.device, calls: int) -> list[float]:
+    """Seconds of each of `calls` calls of `step`, timed one by one."""
     times = []
-    for _ in range(max(1, warmup) + reps):
+    for _ in range(calls):
         synchronize(device)
         began = time.perf_counter()
         step()
         synchronize(device)
         times.append(time.perf_counter() - began)
-    return Timing(seconds=times[-reps:], first_seconds=times[0])
+    return times
 
 
 @dataclass
@@ -172,52 +171,80 @@ class StepFigures:
     n_params: int
 
 
-def measure_steps(
-    model_cfg: dict[str, Any],
-    optim_cfg: dict[str, Any],
-    batch: int,
-    device: torch.device,
-    dtype: str,
-    compiled: bool,
-    warmup: int,
-    reps: int,
-) -> StepFigures:
-    """Build one DecoderLM and time its training and evaluation steps at (batch, model_cfg["context"])."""
-    torch.manual_seed(0)
-    module = DecoderLM(model=model_cfg, optim=optim_cfg).to(device)
-    optimizer = module.configure_optimizers()["optimizer"]
-    model = torch.compile(module.model) if compiled else module.model
-    data = random_batch(model_cfg["vocab_size"], batch, model_cfg["context"], device)
+class StepBench:
+    """One DecoderLM, built and warmed up once; `time(reps)` adds timed training and evaluation steps, so that
+    several benches can be timed in interleaved rounds (drift of the machine then hits every encoding alike)."""
 
-    def forward() -> torch.Tensor:
-        with autocast(device, dtype):
-            nll, _, scored = token_nll(model, data)
+    def __init__(
+        self,
+        model_cfg: dict[str, Any],
+        optim_cfg: dict[str, Any],
+        batch: int,
+        device: torch.device,
+        dtype: str,
+        compiled: bool,
+        warmup: int,
+    ) -> None:
+        torch.manual_seed(0)
+        self.device, self.dtype = device, dtype
+        self.module = DecoderLM(model=model_cfg, optim=optim_cfg).to(device)
+        self.optimizer = self.module.configure_optimizers()["optimizer"]
+        if compiled:
+            # Every bench compiles the same GPT.forward (one graph per encoding, training and evaluation); past
+            # dynamo's default of 8 graphs per function the later models would silently run eagerly.
+            dynamo = torch._dynamo.config
+            dynamo.recompile_limit = max(dynamo.recompile_limit, 1024)
+            dynamo.accumulated_recompile_limit = max(dynamo.accumulated_recompile_limit, 4096)
+        self.model = torch.compile(self.module.model) if compiled else self.module.model
+        self.data = random_batch(model_cfg["vocab_size"], batch, model_cfg["context"], device)
+        self.train_seconds: list[float] = []
+        self.eval_seconds: list[float] = []
+        # at least one warm-up call each: the first pays for compilation and the allocator's growth
+        self.module.train()
+        warm_train = time_calls(self.train_step, device, max(1, warmup))
+        eager_memory = not compiled or device.type == "cuda"  # see the module docstring
+        self.memory = step_memory(self.forward, self.backward, self.update, device) if eager_memory else None
+        self.held_bytes = held_bytes(self.module, self.optimizer)
+        self.module.eval()
+        warm_eval = time_calls(self.eval_step, device, max(1, warmup))
+        self.first_train_seconds, self.first_eval_seconds = warm_train[0], warm_eval[0]
+
+    def forward(self) -> torch.Tensor:
+        with autocast(self.device, self.dtype):
+            nll, _, scored = token_nll(self.model, self.data)
             return (nll * scored).sum() / scored.sum()
 
-    def backward(loss: torch.Tensor) -> None:
+    def backward(self, loss: torch.Tensor) -> None:
         loss.backward()
 
-    def update() -> None:
-        module.configure_gradient_clipping(optimizer)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+    def update(self) -> None:
+        self.module.configure_gradient_clipping(self.optimizer)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
 
-    def train_step() -> None:
-        backward(forward())
-        update()
+    def train_step(self) -> None:
+        self.backward(self.forward())
+        self.update()
 
     @torch.inference_mode()
-    def eval_step() -> None:
-        with autocast(device, dtype):
-            token_nll(model, data)
+    def eval_step(self) -> None:
+        with autocast(self.device, self.dtype):
+            token_nll(self.model, self.data)
 
-    module.train()
-    train = time_calls(train_step, device, warmup, reps)
-    memory = None if (compiled and device.type != "cuda") else step_memory(forward, backward, update, device)
-    held = held_bytes(module, optimizer)
-    module.eval()
-    evaluation = time_calls(eval_step, device, warmup, reps)
-    return StepFigures(train, evaluation, memory, held, module.model.num_parameters())
+    def time(self, reps: int) -> None:
+        self.module.train()
+        self.train_seconds += time_calls(self.train_step, self.device, reps)
+        self.module.eval()
+        self.eval_seconds += time_calls(self.eval_step, self.device, reps)
+
+    def figures(self) -> StepFigures:
+        return StepFigures(
+            train=Timing(self.train_seconds, self.first_train_seconds),
+            evaluation=Timing(self.eval_seconds, self.first_eval_seconds),
+            memory=self.memory,
+            held_bytes=self.held_bytes,
+            n_params=self.module.model.num_parameters(),
+        )
 
 
 def matmul_peak(device: torch.device, dtype: str, size: int | None = None, reps: int = 5) -> float:
@@ -228,5 +255,5 @@ def matmul_peak(device: torch.device, dtype: str, size: int | None = None, reps:
     generator = torch.Generator().manual_seed(0)
     a = torch.randn(n, n, generator=generator).to(device=device, dtype=torch_dtype)
     b = torch.randn(n, n, generator=generator).to(device=device, dtype=torch_dtype)
-    timing = time_calls(lambda: torch.mm(a, b), device, warmup=2, reps=reps)
-    return 2 * n**3 / min(timing.seconds)
+    seconds = time_calls(lambda: torch.mm(a, b), device, 2 + reps)[2:]
+    return 2 * n**3 / min(seconds)

@@ -3,21 +3,22 @@
     python -m pipelines.throughput [--domains synthetic jsb ...] [--preset tiny|paper] [--roster full]
         [--dtype fp32 bf16] [--compile off|on|both] [--device auto|cpu|cuda] [--contexts 256 ... 8192]
 
-Everything is measured in one process, one encoding after another, with the same batch of tokens:
+Everything is measured in one process, on the same batch of random tokens:
 - preset rows: each domain's model preset at its training context and batch size, every encoding of the
-  roster: training tokens/s (forward + backward + optimiser step), evaluation tokens/s, peak memory, model
-  FLOPs per token (`models.flops`, each encoding's own share included) and the achieved FLOP/s as a fraction
-  of the matmul peak measured at the start of the run;
+  roster: training tokens/s (forward + backward + clipping + AdamW step, as DecoderLM trains), evaluation
+  tokens/s, memory (pipelines.measure), model FLOPs per token (`models.flops`, each encoding's own share
+  included) and the achieved FLOP/s as a fraction of the matmul peak measured at the start of the run;
 - context rows: the first domain's model at contexts 256 ... 8192 with one sequence per step, so the growth
-  of memory with the context shows each encoding's attention: linear for the fused kernels, quadratic where
-  a T x T matrix is materialised. A point is skipped when its predicted memory or step time (extrapolated
-  from the two shorter contexts) is over the limits, so a long sweep stops where the machine does;
+  of memory with the context shows each encoding's attention: linear for the fused kernels (and CoPE's tiled
+  kernel), quadratic where a T x T matrix is kept (ALiBi's bias). A point is skipped when its predicted memory
+  or step time is over the limits, so a long sweep stops where the machine does;
 - data rows: the preparation throughput of each stored domain (pipelines.prep_throughput), from the mirror
   folder given by --data-source or $POSBENCH_MIRROR.
-Every figure also appears as a ratio to the reference encoding (rope10k) measured in the same run, with the
-same settings. Timings are medians over --reps repetitions after --warmup; "spread" is half the interquartile
-range over the median. Writes results/throughput.csv, throughput_data.csv, throughput.png and
-throughput.json (settings, device, git sha, package versions).
+Within a group (a domain preset, or one context of the sweep) every encoding's model is built and warmed up,
+then all are timed in --rounds interleaved rounds of --reps steps: the figure is the median of those steps, and
+"spread" half their interquartile range over the median. Every figure also appears as a ratio to the
+reference encoding (rope10k) of the same group. Writes results/throughput.csv, throughput_data.csv,
+throughput.png and throughput.json (settings, device, threads, matmul peak, git sha, package versions).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +43,7 @@ from models.gpt import GPTConfig
 from pipelines import prep_throughput
 from pipelines.config import build_datamodule, compose_config, config_options, model_config, roster
 from pipelines.manifest import git_state, package_versions
-from pipelines.measure import MIB, matmul_peak, measure_steps
+from pipelines.measure import MIB, StepBench, StepFigures, matmul_peak
 from pipelines.runs import save_figure, write_csv
 
 DOMAINS = ("synthetic", "jsb", "maestro", "hrg", "sleep_edf")
@@ -95,34 +97,53 @@ def encoding_of(model: dict[str, Any]):
     )
 
 
-def measure(case: Case, settings: argparse.Namespace, dtype: str, compiled: bool, peak_flops: float) -> dict:
-    """One row of results/throughput.csv (ratios to the reference are filled in afterwards)."""
+def out_of_memory(err: Exception) -> bool:
+    return isinstance(err, torch.OutOfMemoryError) or (
+        isinstance(err, RuntimeError) and ("out of memory" in str(err) or "can't allocate" in str(err))
+    )
+
+
+def measure_group(cases: list[Case], settings: argparse.Namespace, dtype: str, compiled: bool) -> list[dict]:
+    """Rows of cases measured together: each model is built and warmed up once, then all are timed in
+    `settings.rounds` interleaved rounds of `settings.reps` steps, so that the machine's drift (clock, other
+    processes, the allocator's state) does not favour whichever encoding happens to run first."""
     device = settings.device
-    context = case.model["context"]
-    row = row_header(case, dtype, compiled, device)
-    try:
-        figures = measure_steps(
-            case.model, case.optim, case.batch, device, dtype, compiled, settings.warmup, settings.reps
-        )
-    except torch.OutOfMemoryError:
-        return {**row, "status": "out of memory"}
-    except RuntimeError as err:
-        if "allocate" not in str(err) and "out of memory" not in str(err):
-            raise
-        return {**row, "status": "out of memory"}
-    finally:
+    rows = [{**row_header(case, dtype, compiled, device), "status": "ok"} for case in cases]
+    benches: dict[int, StepBench] = {}
+
+    def failed(i: int, err: Exception) -> None:
+        if not out_of_memory(err):
+            raise err
+        rows[i]["status"] = "out of memory"
+        benches.pop(i, None)
         if device.type == "cuda":
             torch.cuda.empty_cache()
+
+    for i, case in enumerate(cases):
+        try:
+            benches[i] = StepBench(case.model, case.optim, case.batch, device, dtype, compiled, settings.warmup)
+        except (RuntimeError, torch.OutOfMemoryError) as err:
+            failed(i, err)
+    for _ in range(settings.rounds):
+        for i in list(benches):
+            try:
+                benches[i].time(settings.reps)
+            except (RuntimeError, torch.OutOfMemoryError) as err:
+                failed(i, err)
+    for i, bench in benches.items():
+        rows[i].update(figure_columns(cases[i], bench.figures(), settings.peak_flops[dtype]))
+    return rows
+
+
+def figure_columns(case: Case, figures: StepFigures, peak_flops: float) -> dict:
+    context = case.model["context"]
     tokens = case.batch * context
     model_cfg, encoding = GPTConfig(**case.model), encoding_of(case.model)
     train_flops = training_flops_per_token(model_cfg, context, encoding)
-    encoding_flops = forward_flops_per_token(model_cfg, context, encoding)["encoding"]
     train_tps = tokens / figures.train.median
     achieved = train_tps * train_flops
     memory = figures.memory
     return {
-        **row,
-        "status": "ok",
         "train_tokens_per_s": train_tps,
         "train_spread": figures.train.spread,
         "first_step_s": figures.train.first_seconds,
@@ -134,7 +155,7 @@ def measure(case: Case, settings: argparse.Namespace, dtype: str, compiled: bool
         "peak_mib": None if memory is None else (memory.step + figures.held_bytes) / MIB,
         "params": figures.n_params,
         "train_flops_per_token": train_flops,
-        "encoding_flops_per_token": encoding_flops,
+        "encoding_flops_per_token": forward_flops_per_token(model_cfg, context, encoding)["encoding"],
         "achieved_tflops": achieved / 1e12,
         "fraction_of_peak": achieved / peak_flops,
         "train_step_s": figures.train.median,
@@ -223,29 +244,36 @@ def run(settings: argparse.Namespace) -> list[dict]:
         print(f"matmul peak ({dtype}, {settings.device.type}, {torch.get_num_threads()} threads): "
               f"{settings.peak_flops[dtype] / 1e9:.1f} GFLOP/s", flush=True)  # fmt: skip
     for domain in settings.domains:
-        for case in domain_cases(domain, settings.preset, encodings, settings.batch_size):
-            for dtype, compiled in variants:
-                rows.append(measure(case, settings, dtype, compiled, settings.peak_flops[dtype]))
-                print(progress_line(rows[-1]), flush=True)
+        cases = domain_cases(domain, settings.preset, encodings, settings.batch_size)
+        for dtype, compiled in variants:
+            rows += report(measure_group(cases, settings, dtype, compiled))
     if settings.contexts:
         sweep_domain = settings.sweep_domain or settings.domains[0]
-        for case in domain_cases(sweep_domain, settings.preset, encodings, settings.sweep_batch):
-            for dtype, compiled in variants:
-                history: list[dict] = []
-                for context in settings.contexts:
-                    point = with_context(case, context, settings.sweep_batch)
-                    if history and history[-1]["status"] != "ok":
-                        reason = f"skipped: context {history[-1]['context']} was not measured"
+        cases = domain_cases(sweep_domain, settings.preset, encodings, settings.sweep_batch)
+        for dtype, compiled in variants:
+            history: dict[str, list[dict]] = {case.encoding: [] for case in cases}
+            for context in settings.contexts:
+                points, skipped = [], []
+                for case in cases:
+                    point, past = with_context(case, context, settings.sweep_batch), history[case.encoding]
+                    if past and past[-1]["status"] != "ok":
+                        reason = f"skipped: context {past[-1]['context']} was not measured"
                     else:
-                        reason = predicted_over_limits(history, context, settings)
+                        reason = predicted_over_limits(past, context, settings)
                     if reason:
-                        row = {**row_header(point, dtype, compiled, settings.device), "status": reason}
+                        skipped.append({**row_header(point, dtype, compiled, settings.device), "status": reason})
                     else:
-                        row = measure(point, settings, dtype, compiled, settings.peak_flops[dtype])
-                    history.append(row)
+                        points.append(point)
+                for row in report(measure_group(points, settings, dtype, compiled) + skipped):
+                    history[row["encoding"]].append(row)
                     rows.append(row)
-                    print(progress_line(row), flush=True)
     add_ratios(rows, settings.ref)
+    return rows
+
+
+def report(rows: list[dict]) -> list[dict]:
+    for row in rows:
+        print(progress_line(row), flush=True)
     return rows
 
 
@@ -269,7 +297,10 @@ def variant_label(row: dict) -> str:
 
 
 def fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
+    """`format(value, spec)`, or "-" at the spec's width for a figure that was not measured."""
+    if value is None:
+        return "-".rjust(int(re.match(r"\d*", spec).group() or 0))
+    return format(value, spec)
 
 
 def progress_line(row: dict) -> str:
@@ -392,7 +423,7 @@ def plot(rows: list[dict], path: Path) -> None:
         axis.set_ylabel(label)
     speed.set_title("context sweep: speed")
     memory.set_title("context sweep: memory")
-    bars.legend(fontsize=7, ncol=2)
+    bars.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.1))
     if memory.get_legend_handles_labels()[0]:
         memory.legend(fontsize=7)
     save_figure(fig, path)
@@ -440,8 +471,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--contexts", nargs="*", type=int, default=list(CONTEXTS), help="context sweep; none: skip")
     parser.add_argument("--sweep-domain", default=None, help="model of the context sweep (default: first domain)")
     parser.add_argument("--sweep-batch", type=int, default=1, help="sequences per step in the context sweep")
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps after building each model")
+    parser.add_argument("--reps", type=int, default=3, help="timed steps per encoding and round")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds over the encodings, interleaved")
     parser.add_argument("--memory-limit-gb", type=float, default=None, help="skip sweep points predicted above it")
     parser.add_argument("--max-step-seconds", type=float, default=20.0, help="skip sweep points predicted slower")
     parser.add_argument("--data-source", type=Path, default=None, help="mirror folder (default: $POSBENCH_MIRROR)")

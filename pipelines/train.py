@@ -33,7 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 from domains.atomic import atomic_path, write_json
 from models.training import DecoderLM, OptimConfig
 from pipelines.config import build_datamodule, model_config, run_dir
-from pipelines.evaluate import evaluate_splits, evaluate_yarn
+from pipelines.evaluate import MODEL_FORMAT, evaluate_splits, evaluate_yarn
 from pipelines.manifest import git_state, package_versions
 
 log = logging.getLogger("posbench.train")
@@ -132,7 +132,7 @@ def run(cfg: DictConfig, callbacks: list[Callback] | None = None) -> Path:
 
     device = module.device
     with atomic_path(folder / "model.pt") as tmp:
-        torch.save({"config": model_cfg, "state_dict": module.model.state_dict()}, tmp)
+        torch.save({"format": MODEL_FORMAT, "config": model_cfg, "state_dict": module.model.state_dict()}, tmp)
     summary = evaluate_splits(module.model, datamodule, folder, device)
     data = datamodule.describe()
     write_json(

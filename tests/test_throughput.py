@@ -80,7 +80,7 @@ def test_live_tensor_memory_sees_the_backward_pass():
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("throughput")
-    argv = ["--domains", "synthetic", "--contexts", "64", "128", "--warmup", "1", "--reps", "2"]
+    argv = ["--domains", "synthetic", "--contexts", "64", "128", "--warmup", "1", "--reps", "1", "--rounds", "2"]
     argv += ["--max-step-seconds", "1e9", "--data-domains", "--out", str(out)]  # no skip on a loaded machine
     assert throughput.main(argv) == 0
     with open(out / "throughput.csv") as handle:
@@ -113,7 +113,19 @@ def test_memory_grows_linearly_except_where_a_bias_matrix_is_built(tmp_path):
     memory of a fused encoding and of CoPE (its tiled kernel keeps O(T) per head plus a fixed-size workspace),
     and nearly quadruples it where a T x T buffer is built: ALiBi's (H, T, T) bias."""
     argv = ["--domains", "synthetic", "--encodings", "nope", "cope", "alibi", "--contexts", "512", "1024"]
-    argv += ["--warmup", "1", "--reps", "1", "--max-step-seconds", "1e9", "--data-domains", "--out", str(tmp_path)]
+    argv += [
+        "--warmup",
+        "1",
+        "--reps",
+        "1",
+        "--rounds",
+        "1",
+        "--max-step-seconds",
+        "1e9",
+        "--data-domains",
+        "--out",
+        str(tmp_path),
+    ]
     assert throughput.main(argv) == 0
     with open(tmp_path / "throughput.csv") as handle:
         rows = [row for row in csv.DictReader(handle) if row["kind"] == "context"]

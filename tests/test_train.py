@@ -123,6 +123,16 @@ def test_evaluate_command_rewrites_the_same_metrics(tmp_path):
     assert (folder / "metrics" / "test.per_example.csv").read_text() == before
 
 
+def test_weights_saved_in_an_older_model_format_are_refused_naming_the_file(tmp_path):
+    folder = run(config(tmp_path))
+    saved = torch.load(folder / "model.pt", weights_only=True)
+    assert saved["format"] == 2 and load_run_model(folder) is not None
+    del saved["format"]  # what runs trained before rotary pairs became (2j, 2j+1) saved
+    torch.save(saved, folder / "model.pt")
+    with pytest.raises(ValueError, match=r"model\.pt: weights saved in model format 1, this code reads format 2"):
+        load_run_model(folder)
+
+
 def test_learned_table_is_not_evaluated_past_its_length(tmp_path):
     folder = run(config(tmp_path, "pe=ape_learned"))
     summary = json.loads((folder / "metrics" / "summary.json").read_text())["splits"]
