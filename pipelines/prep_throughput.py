@@ -38,8 +38,6 @@ Where to find inputs: ../shared/data is a mirror for jsb, maestro and hrg (chrM)
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import os
 import re
 import statistics
@@ -53,13 +51,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from domains.atomic import write_text
 from domains.fetch import FetchError, raw_dir
 from domains.hrg import fasta_index, write_chromosome_codes
 from domains.maestro import MaestroArchive, read_midi_files
 from domains.maestro_tokenize import TokenCache, tokenize_files
 from domains.sleep_edf import Night, quantise
 from pipelines.prepare import stored_datamodule
+from pipelines.runs import write_csv
 
 UNITS = {"jsb": "pieces", "maestro": "pieces", "hrg": "bases", "sleep_edf": "samples"}
 DOMAINS = tuple(UNITS)
@@ -339,16 +337,8 @@ def data_root(mirror: Path, data: Path) -> Iterator[None]:
 
 
 # ---- output ------------------------------------------------------------------------------------------------------
-def rows_csv(rows: list[dict[str, Any]]) -> str:
-    table = io.StringIO()
-    writer = csv.DictWriter(table, COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return table.getvalue()
-
-
-def write_csv(rows: list[dict[str, Any]], path: str | Path) -> Path:
-    return write_text(path, rows_csv(rows))
+def write_rows(rows: list[dict[str, Any]], path: Path) -> None:
+    write_csv(path, list(COLUMNS), [[row[column] for column in COLUMNS] for row in rows])
 
 
 def human(value: float) -> str:
@@ -408,7 +398,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print_table(rows)
     if args.csv:
-        print(f"wrote {write_csv(rows, args.csv)}")
+        write_rows(rows, args.csv)
+        print(f"wrote {args.csv}")
     return 0
 
 

@@ -37,9 +37,8 @@ from matplotlib.figure import Figure
 from omegaconf import OmegaConf
 
 from domains.atomic import write_json
-from models.encodings import build_encoding
-from models.flops import forward_flops_per_token, training_flops_per_token
-from models.gpt import GPTConfig
+from models.flops import TRAINING_MULTIPLIER, training_flops_per_token
+from models.gpt import GPT
 from pipelines import prep_throughput
 from pipelines.config import build_datamodule, compose_config, config_options, model_config, roster
 from pipelines.manifest import git_state, package_versions
@@ -86,17 +85,6 @@ def with_context(case: Case, context: int, batch: int) -> Case:
     )
 
 
-def encoding_of(model: dict[str, Any]):
-    return build_encoding(
-        model["pe"],
-        dict(model["pe_options"]),
-        n_layer=model["n_layer"],
-        n_head=model["n_head"],
-        d_model=model["d_model"],
-        context=model["context"],
-    )
-
-
 def out_of_memory(err: Exception) -> bool:
     return isinstance(err, torch.OutOfMemoryError) or (
         isinstance(err, RuntimeError) and ("out of memory" in str(err) or "can't allocate" in str(err))
@@ -131,15 +119,14 @@ def measure_group(cases: list[Case], settings: argparse.Namespace, dtype: str, c
             except (RuntimeError, torch.OutOfMemoryError) as err:
                 failed(i, err)
     for i, bench in benches.items():
-        rows[i].update(figure_columns(cases[i], bench.figures(), settings.peak_flops[dtype]))
+        rows[i].update(figure_columns(cases[i], bench.figures(), bench.module.model, settings.peak_flops[dtype]))
     return rows
 
 
-def figure_columns(case: Case, figures: StepFigures, peak_flops: float) -> dict:
+def figure_columns(case: Case, figures: StepFigures, model: GPT, peak_flops: float) -> dict:
     context = case.model["context"]
     tokens = case.batch * context
-    model_cfg, encoding = GPTConfig(**case.model), encoding_of(case.model)
-    train_flops = training_flops_per_token(model_cfg, context, encoding)
+    train_flops = training_flops_per_token(model.cfg, context, model.encoding)
     train_tps = tokens / figures.train.median
     achieved = train_tps * train_flops
     memory = figures.memory
@@ -155,7 +142,7 @@ def figure_columns(case: Case, figures: StepFigures, peak_flops: float) -> dict:
         "peak_mib": None if memory is None else (memory.step + figures.held_bytes) / MIB,
         "params": figures.n_params,
         "train_flops_per_token": train_flops,
-        "encoding_flops_per_token": forward_flops_per_token(model_cfg, context, encoding)["encoding"],
+        "encoding_flops_per_token": model.encoding.flops_per_token(context),
         "achieved_tflops": achieved / 1e12,
         "fraction_of_peak": achieved / peak_flops,
         "train_step_s": figures.train.median,
@@ -199,8 +186,8 @@ def add_ratios(rows: list[dict], ref: str) -> None:
 
 
 def memory_growth(rows: list[dict]) -> dict[tuple, float]:
-    """Exponent e of activation memory ~ T^e between the two longest measured contexts, per encoding and
-    setting."""
+    """Exponent e of the peak memory over forward and backward ~ T^e between the two longest measured contexts,
+    per encoding and setting."""
     series: dict[tuple, list[dict]] = {}
     for row in rows:
         if row["kind"] == "context" and row["status"] == "ok" and row.get("backward_peak_mib"):
@@ -331,7 +318,7 @@ def preset_table(rows: list[dict], peak_flops: dict[str, float]) -> str:
             if row["status"] != "ok":
                 lines.append(f"{row['encoding']:10s} {row['status']}")
                 continue
-            share = 3 * row["encoding_flops_per_token"] / row["train_flops_per_token"]
+            share = TRAINING_MULTIPLIER * row["encoding_flops_per_token"] / row["train_flops_per_token"]
             lines.append(
                 f"{row['encoding']:10s} {row['train_tokens_per_s']:12,.0f} {row['train_spread']:7.1%} "
                 f"{fmt(row['train_vs_ref'], '6.2f')} {row['eval_tokens_per_s']:12,.0f} "
@@ -433,7 +420,7 @@ def write_outputs(rows: list[dict], data_rows: list[dict], settings: argparse.Na
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "throughput.csv", COLUMNS, [[row.get(c) for c in COLUMNS] for row in rows])
     if data_rows:
-        prep_throughput.write_csv(data_rows, out / "throughput_data.csv")
+        prep_throughput.write_rows(data_rows, out / "throughput_data.csv")
     plot(rows, out / "throughput.png")
     write_json(
         out / "throughput.json",
