@@ -35,8 +35,11 @@ $(ENV_STAMP): pyproject.toml
 
 env: $(ENV_STAMP) ## Create the environment (.venv) if missing
 
-test: $(ENV_STAMP) ## Run the test suite
+test: $(ENV_STAMP) ## Run the test suite (this is what CI runs)
 	$(PY) -m pytest -q tests
+
+test-fast: $(ENV_STAMP) ## The tests that neither train a model nor start a process (for development)
+	$(PY) -m pytest -q -m "not slow" tests
 
 train: $(ENV_STAMP) ## Train a domain's roster x seeds (DOMAIN=.. or all, ROSTER, SEEDS, PRESET, LAUNCHER=local|slurm)
 	$(PY) -m pipelines.sweep --domain $(DOMAIN) --roster $(ROSTER) --seeds $(SEEDS) --preset $(PRESET) \
@@ -65,4 +68,4 @@ format: $(ENV_STAMP) ## Apply ruff's fixes and formatting
 clean: ## Remove runs and results (keeps data and the environment)
 	rm -rf runs results
 
-.PHONY: help env test train compare throughput demo lint format clean
+.PHONY: help env test test-fast train compare throughput demo lint format clean

@@ -27,7 +27,7 @@ import numpy as np
 import pretty_midi
 
 from domains.atomic import atomic_path
-from domains.stored import RawFile, StoredDataModule
+from domains.stored import RawFile, TokenStoreDataModule
 
 RAW_NAME = "Jsb16thSeparated.npz"
 # The commit of czhuang/JSB-Chorales-dataset that last changed the file (../shared/data/PROVENANCE.md).
@@ -112,9 +112,10 @@ def chorale_tokens(pitches: np.ndarray) -> np.ndarray:
     return tokens.astype(np.uint8).reshape(-1)
 
 
-class JSBDataModule(StoredDataModule):
+class JSBDataModule(TokenStoreDataModule):
     domain = "jsb"
     pad_id = PAD_ID
+    amount_unit = "pieces"  # prepared_amount counts chorales: one example each
     window_alignment: ClassVar[int] = len(VOICES)  # windows start on a timestep (also read by pipelines.generate)
 
     def __init__(self, **kwargs: Any) -> None:

@@ -1,8 +1,13 @@
-"""Base for domains prepared once from raw files into a token store (JSB, MAESTRO, HRG, Sleep-EDF).
+"""Bases for domains prepared once from raw files into a store (JSB, MAESTRO, HRG, Sleep-EDF).
 
-A domain subclass names its raw files and turns them into token arrays per split; this class fetches them
-(network or mirror), skips preparation when the store was built from the same raw bytes with the same
-settings, and serves training windows and evaluation windows from the memory-mapped store.
+`StoredDataModule` is what every prepared domain shares: it fetches the raw files a domain names (network or
+mirror), has the domain bring its store up to date (`build_store`), and serves training windows and evaluation
+windows from the store's splits, each an `ExampleSplit` (a length and numbered token arrays).
+
+`TokenStoreDataModule` is the usual kind: the domain turns its raw files into token arrays per split, kept in
+`domains.store`'s token store, and preparation is skipped when the store was built from the same raw bytes with the
+same settings. A domain whose store holds something else (HRG: base codes per chromosome, tokenised when read)
+subclasses `StoredDataModule` directly with its own `build_store` and `open_split`.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -34,9 +39,24 @@ class RawFile:
     sha256: str | None = None
 
 
-class StoredDataModule(SequenceDataModule):
+@runtime_checkable
+class ExampleSplit(Protocol):
+    """The examples of one split of a store: how many there are and the tokens of each."""
+
+    def __len__(self) -> int: ...
+
+    def example(self, i: int) -> np.ndarray: ...
+
+
+SplitT = TypeVar("SplitT", bound=ExampleSplit)
+
+
+class StoredDataModule(SequenceDataModule, Generic[SplitT]):
+    """A domain prepared once from raw files into a store, whose splits are `SplitT`s (see the module doc)."""
+
     pad_id: ClassVar[int]
     window_alignment: ClassVar[int] = 1  # training windows start on a multiple of this many tokens
+    amount_unit: ClassVar[str] = "examples"  # what prepared_amount counts
     eval_split_names = ("test",)
 
     def __init__(
@@ -50,7 +70,7 @@ class StoredDataModule(SequenceDataModule):
         super().__init__(**kwargs)
         self.store = Path(store) if store else store_dir(self.domain)
         self.eval_stride = eval_stride or self.context // 2
-        self._splits: dict[str, Split] = {}
+        self._splits: dict[str, SplitT] = {}
         # Extrapolation splits test_<f>x: test material in windows of f x context tokens, scored whole
         self.extrapolation = tuple(int(f) for f in extrapolation or ())
         if any(f < 2 for f in self.extrapolation):
@@ -59,45 +79,34 @@ class StoredDataModule(SequenceDataModule):
 
     # ---- what a stored domain provides ------------------------------------------------------------------
     @abstractmethod
-    def raw_files(self) -> list[RawFile]: ...
+    def raw_files(self) -> list[RawFile]:
+        """The raw files preparation reads, known before anything is fetched."""
 
     @abstractmethod
-    def build_splits(self, raw: dict[str, Path]) -> tuple[dict[str, list[np.ndarray]], dict[str, Any]]:
-        """Token arrays per split (train/val/test) and extra meta.json entries, from the fetched raw files."""
+    def build_store(self, raw: dict[str, Path]) -> dict[str, Any]:
+        """Bring the store up to date from the fetched raw files, leaving a current store as it is; returns
+        meta.json's content (which records `raw_sha256`, the raw files' digests)."""
+
+    @abstractmethod
+    def open_split(self, name: str) -> SplitT:
+        """The examples of split `name` (train, val or test) of the prepared store."""
 
     def preparation_settings(self) -> dict[str, Any]:
         """Settings that change the store's content; a store built with other settings is rebuilt."""
         return {}
+
+    def prepared_amount(self, meta: dict[str, Any]) -> int:
+        """How much raw material a prepared store holds, in `amount_unit`, from its meta.json."""
+        return sum(split["examples"] for split in meta["splits"].values())
 
     # ---- preparation --------------------------------------------------------------------------------------
     def fetch_raw(self) -> dict[str, Path]:
         """The raw files on disk, by relative path (downloaded, or copied from the mirror)."""
         return {f.relpath: fetch(self.domain, f.relpath, f.url, f.sha256) for f in self.raw_files()}
 
-    def raw_hashes(self, raw: dict[str, Path]) -> dict[str, str]:
-        """What identifies the raw inputs in meta.json (and the run manifests): their sha256 by default (cached
-        beside the files by size and mtime, so an unchanged file is not read again)."""
-        digests = cached_sha256(raw.values())
-        return {relpath: digests[Path(path)] for relpath, path in raw.items()}
-
     def prepare_data(self) -> dict[str, Any]:
-        """Fetch raw files and build the store unless it is current. Returns meta.json's content."""
-        raw = self.fetch_raw()
-        hashes = self.raw_hashes(raw)
-        settings = self.preparation_settings()
-        meta = read_meta(self.store)
-        if is_current(meta, hashes, settings=settings):
-            return meta
-        (self.store / "meta.json").unlink(missing_ok=True)  # build_splits may write into the store: mark it stale
-        splits, extra = self.build_splits(raw)
-        return write_store(
-            self.store,
-            domain=self.domain,
-            vocab_size=self.vocab_size,
-            splits=splits,
-            raw_sha256=hashes,
-            extra={"settings": settings, **extra},
-        )
+        """Fetch the raw files and bring the store up to date. Returns meta.json's content."""
+        return self.build_store(self.fetch_raw())
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -108,11 +117,12 @@ class StoredDataModule(SequenceDataModule):
             )
         return meta
 
-    def split(self, name: str) -> Split:
+    def split(self, name: str) -> SplitT:
+        """The examples of split `name`, opened once."""
         if name not in SPLITS:
             raise ValueError(f"unknown split {name!r}; valid: {SPLITS}")
         if name not in self._splits:
-            self._splits[name] = read_split(self.store, name)
+            self._splits[name] = self.open_split(name)
         return self._splits[name]
 
     # ---- windows ------------------------------------------------------------------------------------------
@@ -177,3 +187,39 @@ class StoredDataModule(SequenceDataModule):
 
     def data_hashes(self) -> dict[str, str]:
         return {**{f"raw/{k}": v for k, v in self.meta["raw_sha256"].items()}, **super().data_hashes()}
+
+
+class TokenStoreDataModule(StoredDataModule[Split]):
+    """A stored domain whose store is token arrays per split (`domains.store`), rebuilt only when the raw files'
+    digests or the preparation settings change."""
+
+    @abstractmethod
+    def build_splits(self, raw: dict[str, Path]) -> tuple[dict[str, list[np.ndarray]], dict[str, Any]]:
+        """Token arrays per split (train/val/test) and extra meta.json entries, from the fetched raw files."""
+
+    def raw_hashes(self, raw: dict[str, Path]) -> dict[str, str]:
+        """What identifies the raw inputs in meta.json (and the run manifests): their sha256 by default (cached
+        beside the files by size and mtime, so an unchanged file is not read again)."""
+        digests = cached_sha256(raw.values())
+        return {relpath: digests[Path(path)] for relpath, path in raw.items()}
+
+    def build_store(self, raw: dict[str, Path]) -> dict[str, Any]:
+        """Build the token store unless meta.json records these raw digests and preparation settings."""
+        hashes = self.raw_hashes(raw)
+        settings = self.preparation_settings()
+        meta = read_meta(self.store)
+        if is_current(meta, hashes, settings=settings):
+            return meta
+        (self.store / "meta.json").unlink(missing_ok=True)  # build_splits may write into the store: mark it stale
+        splits, extra = self.build_splits(raw)
+        return write_store(
+            self.store,
+            domain=self.domain,
+            vocab_size=self.vocab_size,
+            splits=splits,
+            raw_sha256=hashes,
+            extra={"settings": settings, **extra},
+        )
+
+    def open_split(self, name: str) -> Split:
+        return read_split(self.store, name)

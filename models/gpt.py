@@ -7,7 +7,7 @@ Read top to bottom: config -> attention -> MLP -> block -> model. The positional
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -29,7 +29,7 @@ class GPTConfig:
     norm: str = "layernorm"  # "layernorm" | "rmsnorm"
     tie_embeddings: bool = True
     mlp_ratio: int = 4
-    pe: str = "rope"
+    pe: str = "rope"  # the positional encoding's implementation: its name in the models.encodings registry
     pe_options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -163,6 +163,15 @@ class GPT(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+    def with_encoding(self, pe: str, pe_options: dict[str, Any]) -> GPT:
+        """A copy with the same weights and another parameter-free encoding (YaRN at evaluation), on the same
+        device and in the same train/eval mode."""
+        other = GPT(replace(self.cfg, pe=pe, pe_options=pe_options))
+        if any(True for _ in other.encoding.parameters()) or any(True for _ in self.encoding.parameters()):
+            raise ValueError(f"swapping {self.cfg.pe!r} for {pe!r}: only encodings without parameters carry over")
+        other.load_state_dict(self.state_dict())
+        return other.to(next(self.parameters()).device).train(self.training)
 
     def forward(self, tokens: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         """tokens: (B, T) -> logits (B, T, vocab). `pos` defaults to 0..T-1."""

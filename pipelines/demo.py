@@ -17,16 +17,21 @@ import sys
 import time
 from pathlib import Path
 
-from domains.synthetic_tasks import get_task
-from pipelines.compare import compare
-from pipelines.config import roster
-from pipelines.sweep import DEFAULT_SYNTHETIC_TASKS, plan, run_local
+from domains.synthetic.registry import get_task
+from pipelines.analysis.domain import analyse_runs
+from pipelines.experiment.config import datamodule_class, roster
+from pipelines.launch.jobs import plan
+from pipelines.launch.local import run_local
+from pipelines.report.domain import PER_TASK_FIGURES, write_domain_report
+
+DOMAIN = "synthetic"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--roster", default="full")
-    parser.add_argument("--tasks", nargs="+", default=list(DEFAULT_SYNTHETIC_TASKS))  # 2: the full roster fits 15 min
+    # the tiny preset's two tasks: the full roster on them fits the demo's time
+    parser.add_argument("--tasks", nargs="+", default=list(datamodule_class(DOMAIN).tiny_preset_tasks))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--preset", default="tiny", choices=["tiny", "paper"])
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
@@ -37,8 +42,8 @@ def main(argv: list[str] | None = None) -> int:
 
     for task in args.tasks:
         get_task(task)  # unknown names fail before anything runs
-    jobs = plan("synthetic", roster(args.roster), args.seeds, args.preset, args.runs, args.tasks, args.overrides)
-    encodings = sorted({job.label.split("/")[2] for job in jobs})
+    jobs = plan(DOMAIN, roster(args.roster), args.seeds, args.preset, args.runs, args.tasks, args.overrides)
+    encodings = sorted({job.key.encoding for job in jobs})
     print(
         f"demo: {len(args.tasks)} tasks x {len(encodings)} encodings x {len(args.seeds)} seeds = {len(jobs)} runs "
         f"on {args.jobs} worker(s)\n  tasks: {' '.join(args.tasks)}\n  roster {args.roster}: {' '.join(encodings)}",
@@ -47,10 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     failures = run_local(jobs, workers=args.jobs, isolate=False, live=False)
 
-    summary = compare(args.runs, "synthetic", args.out / "synthetic")
+    summary = write_domain_report(analyse_runs(args.runs, DOMAIN), args.out / DOMAIN)
     print()
     print(summary.read_text())
-    print(f"figure: {summary.parent / 'accuracy.png'}")
+    print(f"figure: {summary.parent / PER_TASK_FIGURES[0]}")
     print(f"demo wall time: {time.perf_counter() - began:.0f} s")
     for job in failures:
         print(f"failed run: {job.label}: {job.error}", file=sys.stderr)

@@ -13,85 +13,13 @@ datamodule writes prompt + continuation with its `write_midi(tokens, path)`; a d
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import torch
-from omegaconf import OmegaConf
 
-from domains.base import SequenceDataModule
 from domains.fetch import FetchError
-from domains.stored import StoredDataModule
-from models.gpt import GPT
-from pipelines.config import build_datamodule
-from pipelines.evaluate import load_run_model
-
-
-def midi_writer(datamodule: SequenceDataModule) -> Callable[[np.ndarray, Path], Path]:
-    write = getattr(datamodule, "write_midi", None)
-    if write is None or not isinstance(datamodule, StoredDataModule):
-        raise ValueError(f"domain {datamodule.domain} cannot be written as MIDI")
-    return write
-
-
-def context_start(length: int, context: int, alignment: int) -> int:
-    """First token the model sees of a sequence of `length`: the latest multiple of `alignment` that leaves at
-    most `context` tokens."""
-    overflow = max(0, length - context)
-    return -(-overflow // alignment) * alignment
-
-
-@torch.no_grad()
-def sample_continuation(
-    model: GPT,
-    prompt: torch.Tensor,
-    new_tokens: int,
-    *,
-    temperature: float = 1.0,
-    generator: torch.Generator | None = None,
-    alignment: int = 1,
-) -> torch.Tensor:
-    """prompt (P,) int64 on the model's device -> (P + new_tokens,): the prompt followed by sampled tokens."""
-    if len(prompt) < 1:
-        raise ValueError("the prompt needs at least one token")
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
-    context = model.cfg.context
-    if alignment > context:
-        raise ValueError(f"alignment {alignment} is longer than the model's context {context}")
-    was_training = model.training
-    model.eval()
-    sequence = torch.empty(len(prompt) + new_tokens, dtype=torch.long, device=prompt.device)
-    sequence[: len(prompt)] = prompt
-    for length in range(len(prompt), len(sequence)):
-        window = sequence[context_start(length, context, alignment) : length]
-        logits = model(window[None])[0, -1].float() / temperature
-        sequence[length] = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)[0]
-    model.train(was_training)
-    return sequence
-
-
-def generate(
-    run: Path, out: Path, prompt_tokens: int, new_tokens: int, temperature: float, seed: int, device: str
-) -> Path:
-    manifest = json.loads((run / "manifest.json").read_text())
-    datamodule = build_datamodule(OmegaConf.create(manifest["config"]))
-    write = midi_writer(datamodule)
-    datamodule.prepare_data()
-    example = np.asarray(datamodule.split("test").example(0), dtype=np.int64)
-    if not 1 <= prompt_tokens <= len(example):
-        raise ValueError(f"--prompt-tokens must be in 1..{len(example)} (the first test example's length)")
-    model = load_run_model(run, device)
-    generator = torch.Generator(device=device).manual_seed(seed)
-    prompt = torch.from_numpy(example[:prompt_tokens]).to(device)
-    alignment = getattr(datamodule, "window_alignment", 1)
-    tokens = sample_continuation(
-        model, prompt, new_tokens, temperature=temperature, generator=generator, alignment=alignment
-    )
-    return write(tokens.cpu().numpy(), out)
+from pipelines.experiment.generation import generate_midi
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args(argv)
     try:
-        path = generate(
+        path = generate_midi(
             args.run, args.out, args.prompt_tokens, args.new_tokens, args.temperature, args.seed, args.device
         )
     except (ValueError, FileNotFoundError, FetchError) as err:

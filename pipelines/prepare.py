@@ -14,20 +14,7 @@ import sys
 import time
 
 from domains.fetch import FetchError
-from domains.stored import StoredDataModule
-from pipelines.config import build_datamodule, compose_config, config_options
-
-
-def stored_datamodule(domain: str, overrides: list[str] = ()) -> StoredDataModule:
-    """The datamodule of a domain prepared from raw files, as its config (plus overrides) builds it."""
-    dm = build_datamodule(compose_config([f"domain={domain}", *overrides]))
-    if not isinstance(dm, StoredDataModule):
-        raise ValueError(f"domain {domain!r} is generated on the fly: it has no store")
-    return dm
-
-
-def prepare(domain: str, overrides: list[str] = ()) -> dict:
-    return stored_datamodule(domain, overrides).prepare_data()
+from pipelines.experiment.config import config_options, stored_datamodule
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
-        meta = prepare(args.domain, args.overrides)
+        meta = stored_datamodule(args.domain, args.overrides).prepare_data()
     except (FetchError, ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

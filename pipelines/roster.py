@@ -11,27 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from models.encodings import build_encoding
-from pipelines.config import compose_config, config_options, roster
+from pipelines.experiment.config import compose_config, config_options, describe_roster
 
 DETAIL_KEYS = ("base", "rotating_bands", "fast_bands", "slow_bands", "p", "block", "qk_width")
-
-
-def describe_roster(name: str, domain: str, preset: str) -> list[dict]:
-    rows = []
-    for entry in roster(name):
-        cfg = compose_config([f"domain={domain}", f"preset={preset}", f"pe={entry}"])
-        model = cfg.model
-        encoding = build_encoding(
-            cfg.pe.name,
-            dict(cfg.pe.options),
-            n_layer=model.n_layer,
-            n_head=model.n_head,
-            d_model=model.d_model,
-            context=model.context,
-        )
-        rows.append({"id": entry, **encoding.describe()})
-    return rows
 
 
 def format_rows(rows: list[dict]) -> str:

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from domains.synthetic_tasks import TASKS, get_task, sample_example
-from pipelines.config import config_options
-from pipelines.prepare import stored_datamodule
+from domains.stored import StoredDataModule
+from domains.synthetic.registry import TASKS, get_task, sample_example
+from pipelines.experiment.config import config_options, datamodule_class, stored_datamodule
 
 
 def synthetic_samples(task_name: str, n: int, seed: int, max_len: int) -> list[dict]:
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path, metavar="DIR", help="signal domains (sleep_edf): also write PNGs to DIR")
     parser.add_argument("overrides", nargs="*", help="stored domains: Hydra overrides of the domain config")
     args = parser.parse_args(argv)
-    if args.domain != "synthetic":
+    if issubclass(datamodule_class(args.domain), StoredDataModule):
         try:
             blocks = stored_samples(args.domain, args.split, args.n, args.max_tokens, args.overrides, args.plot)
         except (ValueError, FileNotFoundError, RuntimeError) as err:

@@ -4,7 +4,7 @@
     POSBENCH_MIRROR=OUT make data-hrg
 
 The layout is UCSC's hg38 `chromosomes/` folder: one gzipped FASTA per chromosome and an md5 table. The
-sequences are generated (`domains.nt_tokenizer.generated_letters`): N runs at both ends and inside (as real
+sequences are generated (`domains.hrg.generated.generated_letters`): N runs at both ends and inside (as real
 chromosomes have), soft-masked lowercase stretches, IUPAC letters, tandem repeats, and a different line
 width per file (60, 61, 70, 50, 80, 79, 13 in turn). Lengths are small (tens of kbases), not GRCh38's.
 """
@@ -18,8 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from domains.hrg import PRIMARY_CHROMOSOMES, example_count
-from domains.nt_tokenizer import N_CODE, encode_bases, fasta_lines, generated_letters
+from domains.hrg.bases import N_CODE, encode_bases
+from domains.hrg.generated import fasta_lines, generated_letters
+from domains.hrg.genome import PRIMARY_CHROMOSOMES
+from domains.hrg.windows import example_count
 
 LINE_WIDTHS = (60, 61, 70, 50, 80, 79, 13)
 # chr22 (test) and chr21 (val) sizes give whole numbers of tiny and paper windows plus a partial tail.

@@ -25,7 +25,8 @@ import edfio
 import numpy as np
 from scipy.signal import lfilter
 
-from domains.sleep_edf import CHANNEL, SFREQ, read_age_table
+from domains.sleep_edf.recordings import CHANNEL, SFREQ
+from domains.sleep_edf.split import read_age_table
 
 RECORD_S = 30  # PSG data record, as in the real files
 START = datetime.datetime(1989, 4, 24, 22, 13, 0)

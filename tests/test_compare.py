@@ -1,114 +1,32 @@
-"""Tests of pipelines.runs and pipelines.compare on run folders in the train pipeline's format, written by the
-fixtures below (tests/test_study.py reuses them): the per-domain reports, missing and failed runs, the refusal of
-incomparable runs, and the per-position curves."""
+"""Tests of one domain's analysis and report on run folders in the train pipeline's format (tests/run_fixtures.py):
+the per-domain reports, missing and failed runs, the refusal of incomparable runs, and the per-position curves."""
 
 from __future__ import annotations
-
-import csv
-import json
 
 import numpy as np
 import pytest
 from scipy import stats as sps
 
-from pipelines.compare import compare
-from pipelines.runs import (
-    IncomparableRunsError,
-    binned_curve,
-    check_comparable,
-    discover_runs,
-    missing_runs,
-    pooled_positions,
-    split_length,
+from pipelines.analysis.curves import pooled_positions, split_length
+from pipelines.analysis.evidence import IncomparableRunsError, check_comparable, missing_runs
+from pipelines.report.figures import binned_curve
+from pipelines.runs.layout import discover_runs
+from tests.run_fixtures import (
+    ACCURACY,
+    CHANCE,
+    EXAMPLE_IDS,
+    SKIP_REASON,
+    TEST_HASH,
+    assert_png,
+    compare,
+    lm_tree,
+    pair,
+    read_csv,
+    section,
+    synthetic_tree,
+    write_csv,
+    write_run,
 )
-
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-CONTEXT = 16
-TEST_HASH = "ab" * 32
-
-
-def _manifest(domain, pe, seed, *, task=None, chance=None, preset="tiny", encoding_parameters=0, **changes):
-    """A manifest as pipelines.train writes it; `changes` alter what check_comparable compares."""
-    model = {"n_layer": changes.get("n_layer", 2), "n_head": 2, "d_model": 32, "context": CONTEXT, "dropout": 0.0}
-    return {
-        "run": {"domain": domain, "task": task, "pe": pe.split("+")[-1], "pe_id": pe, "seed": seed, "preset": preset},
-        "config": {
-            "domain": {"name": domain, "args": {"task": task} if task else {}},
-            "model": {**model, "bias": False, "norm": "layernorm", "tie_embeddings": True},
-            "trainer": {"max_steps": changes.get("max_steps", 800), "batch_size": 4, "eval_batch_size": 8},
-            "pe": {"id": pe, "name": pe, "options": {}},
-            "preset": preset,
-            "seed": seed,
-        },
-        "chance": chance,
-        "data_hashes": changes.get("data_hashes", {"eval/test": f"{task or domain}-{TEST_HASH}"}),
-        "n_params": 5000 + encoding_parameters + changes.get("extra_parameters", 0),
-        "encoding": {"name": pe, "mechanism": "qk", "parameters": encoding_parameters},
-        "tokens_per_s": 1.0,
-        "steps": changes.get("max_steps", 800),
-        "git": {"sha": "0" * 40, "dirty": False},
-        "packages": {},
-    }
-
-
-def write_run(run_dir, *, domain, pe, seed, splits, task=None, chance=None, finished=True, **manifest_changes):
-    """A run folder in the train pipeline's format; `splits` maps a split to its summary entry."""
-    (run_dir / "metrics").mkdir(parents=True)
-    manifest = _manifest(domain, pe, seed, task=task, chance=chance, **manifest_changes)
-    (run_dir / "manifest.json").write_text(json.dumps(manifest))
-    (run_dir / "metrics" / "summary.json").write_text(json.dumps({"splits": splits}))
-    if finished:
-        (run_dir / "done.json").write_text(json.dumps({"finished": "2025-01-01T00:00:00"}))
-
-
-def write_csv(path, header, rows):
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(header)
-        writer.writerows(rows)
-
-
-def read_csv(path):
-    with path.open(newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def section(markdown, title):
-    """The text of one `## title` section."""
-    return markdown.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
-
-
-def assert_png(path):
-    assert path.read_bytes()[:8] == PNG_SIGNATURE
-
-
-EXAMPLE_IDS = [3, 7, 11, 15, 19, 23]
-
-
-def lm_tree(root):
-    """jsb: rope10k and nope x seeds 0, 1; returns per-example NLL as {encoding: {seed: {id: nll}}}."""
-    rng = np.random.default_rng(1)
-    values = {}
-    for pe, offset in (("rope10k", 0.45), ("nope", 1.1)):
-        values[pe] = {}
-        for seed in (0, 1):
-            nll = {i: offset + rng.uniform(0, 0.2) for i in EXAMPLE_IDS}
-            values[pe][seed] = nll
-            run_dir = root / "jsb" / pe / f"seed{seed}"
-            entry = {"nll": 0.0, "accuracy": 0.5, "exact_match": 0.0, "examples": 6, "tokens": 60}
-            write_run(run_dir, domain="jsb", pe=pe, seed=seed, splits={"test": entry})
-            order = EXAMPLE_IDS if seed == 0 else EXAMPLE_IDS[::-1]  # rows in any order: aligned by id
-            write_csv(
-                run_dir / "metrics" / "test.per_example.csv",
-                ["example", "nll", "tokens", "correct", "exact"],
-                [[i, repr(nll[i]), 10, 5, 0] for i in order],
-            )
-            write_csv(
-                run_dir / "metrics" / "test.per_position.csv",
-                ["position", "nll_sum", "tokens"],
-                [[p, offset * 6 + p, 6] for p in range(1, 5)],
-            )
-    return values
 
 
 def test_compare_lm_domain_end_to_end(tmp_path):
@@ -154,55 +72,6 @@ def test_compare_lm_domain_end_to_end(tmp_path):
         "summary.csv",
         "summary.md",
     ]  # no temporary files left behind
-
-
-SKIP_REASON = "learned absolute table of length 256 cannot be evaluated at 2048"
-# accuracy per (task, encoding, seed) for test, test_2x, test_8x (None = skipped)
-ACCURACY = {
-    ("parity", "rope10k", 0): (0.9, 0.7, 0.55),
-    ("parity", "rope10k", 1): (0.8, 0.6, 0.65),
-    ("parity", "ape_learned", 0): (0.7, 0.5, None),
-    ("parity", "ape_learned", 1): (0.6, 0.52, None),
-    ("reverse_string", "rope10k", 0): (0.95, 0.2, 0.2),
-    ("reverse_string", "rope10k", 1): (0.05, 0.05, 0.05),  # unfinished: must not count
-    ("reverse_string", "ape_learned", 0): (0.5, 0.3, None),
-    ("reverse_string", "ape_learned", 1): (0.6, 0.2, None),
-}
-CHANCE = {"parity": 0.5, "reverse_string": 0.1}
-
-
-def write_positions(run_dir, split, positions, nll):
-    """metrics/<split>.per_position.csv with 2 tokens at each position and the given mean NLL there."""
-    nll = np.broadcast_to(np.asarray(nll, dtype=float), np.shape(positions))
-    rows = [[p, repr(2 * float(v)), 2] for p, v in zip(positions, nll, strict=True)]
-    write_csv(run_dir / "metrics" / f"{split}.per_position.csv", ["position", "nll_sum", "tokens"], rows)
-
-
-SPLIT_FACTOR = {"test": 1, "test_2x": 2, "test_8x": 8}
-
-
-def synthetic_tree(root):
-    for (task, pe, seed), accuracies in ACCURACY.items():
-        run_dir = root / "synthetic" / task / pe / f"seed{seed}"
-        splits = {
-            split: {"skipped": SKIP_REASON}
-            if acc is None
-            else {"nll": 1.0 - acc, "accuracy": acc, "exact_match": 0.0, "examples": 4, "tokens": 40}
-            for split, acc in zip(SPLIT_FACTOR, accuracies, strict=True)
-        }
-        write_run(
-            run_dir,
-            domain="synthetic",
-            task=task,
-            pe=pe,
-            seed=seed,
-            chance=CHANCE[task],
-            splits=splits,
-            finished=(task, pe, seed) != ("reverse_string", "rope10k", 1),
-        )
-        for split, acc in zip(SPLIT_FACTOR, accuracies, strict=True):
-            if acc is not None:
-                write_positions(run_dir, split, np.arange(1, SPLIT_FACTOR[split] * CONTEXT), 1.0 - acc)
 
 
 def test_compare_synthetic_end_to_end(tmp_path):
@@ -266,15 +135,6 @@ def test_a_failed_run_is_reported_with_its_error(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ refusal
-
-
-def pair(root, **changes):
-    """jsb: darope (520 parameters of its own, legitimately) and nope, seed 0; `changes` go to nope."""
-    for pe, extra in (("darope", {"encoding_parameters": 520}), ("nope", changes)):
-        run_dir = root / "jsb" / pe / "seed0"
-        write_run(run_dir, domain="jsb", pe=pe, seed=0, splits={"test": {"nll": 1.0}}, **extra)
-        write_csv(run_dir / "metrics" / "test.per_example.csv", ["example", "nll"], [[0, 1.0], [1, 2.0]])
-        write_positions(run_dir, "test", [1, 2], 1.0)
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import torch
 from models.encodings import build_encoding
 from models.encodings.cope import CoPEAttention, _plan, _setup
 from models.gpt import GPT, GPTConfig
-from tests.test_encodings import cope_by_loops
+from tests.reference_encodings import cope_by_loops
 
 
 def cope_reference(q, k, v, table, keep=None, dropout_p=0.0):
@@ -218,6 +218,7 @@ def test_bf16_autocast_computes_in_fp32_and_returns_bf16():
     assert out.dtype == torch.bfloat16
 
 
+@pytest.mark.slow
 def test_compiled_model_trains_without_graph_break():
     """Dynamo traces through the Function (the kernel's custom ops stay opaque) with fullgraph=True; aot_eager
     keeps the test fast (inductor compiles the same graph)."""

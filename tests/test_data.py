@@ -1,4 +1,4 @@
-"""The data spine: seeded stream order, evaluation windows, the token store, fetching."""
+"""The data spine: seeded stream order, evaluation windows, the token store, fetching, what each domain declares."""
 
 from __future__ import annotations
 
@@ -11,12 +11,17 @@ import numpy as np
 import pytest
 import torch
 
-from domains.base import EmptySplitError, TrainStream, sliding_windows, windows_from_examples
+from domains.base import EmptySplitError, Metric, TrainStream, sliding_windows, windows_from_examples
 from domains.fetch import FetchError, fetch
+from domains.hrg import HRGDataModule
+from domains.jsb import JSBDataModule
+from domains.maestro import MaestroDataModule
+from domains.sleep_edf import SleepEDFDataModule
 from domains.store import read_split
-from domains.stored import RawFile, StoredDataModule
+from domains.stored import RawFile, TokenStoreDataModule
 from domains.synthetic import SyntheticDataModule
-from pipelines.config import build_datamodule, compose_config
+from domains.synthetic.registry import TASKS
+from pipelines.experiment.config import build_datamodule, compose_config
 
 
 def first_batches(datamodule, n=3):
@@ -95,8 +100,36 @@ def test_sliding_windows_refuse_a_stride_that_leaves_tokens_without_history():
     assert sliding_windows(16, 16, 16) == [(0, 1)]  # one window: any stride will do
 
 
+# ---- what each domain declares once, for the pipelines to read ------------------------------------------------
+def test_the_nll_domains_declare_test_nll_and_one_model_per_domain():
+    nll = Metric("test NLL", "NLL", "nats", higher_is_better=False, digits=4)
+    units = {
+        JSBDataModule: "pieces",
+        MaestroDataModule: "pieces",
+        HRGDataModule: "bases",
+        SleepEDFDataModule: "samples",
+    }
+    for datamodule, unit in units.items():
+        assert (datamodule.metric, datamodule.tasks, datamodule.amount_unit) == (nll, (), unit), datamodule.domain
+
+
+def test_the_synthetic_domain_declares_normalised_accuracy_and_one_model_per_task():
+    metric = SyntheticDataModule.metric
+    assert metric == Metric(
+        "chance-normalised test accuracy, mean over tasks",
+        "norm. acc.",
+        "chance = 0, perfect = 1",
+        higher_is_better=True,
+        digits=3,
+    )
+    assert SyntheticDataModule.tasks == tuple(TASKS) and len(SyntheticDataModule.tasks) == 20
+    assert SyntheticDataModule.tasks[:2] == ("even_pairs", "parity") and SyntheticDataModule.tasks[-1] == "assoc_recall"
+    with pytest.raises(AttributeError):
+        metric.digits = 2  # frozen: declared once
+
+
 # ---- a stored domain, defined here on the real base class: a text file cut into lines ---------------------
-class LinesDataModule(StoredDataModule):
+class LinesDataModule(TokenStoreDataModule):
     """Bytes of each line of lines.txt; lines 0..5 train, 6..7 val, 8.. test."""
 
     domain = "lines_test"

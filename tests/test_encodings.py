@@ -10,6 +10,7 @@ import torch
 from models.encodings import PositionalEncoding, available, build_encoding, encoding_class, register
 from models.encodings.alibi import alibi_slopes
 from models.gpt import GPT, GPTConfig
+from tests.reference_encodings import cope_by_loops
 
 DIMS = dict(n_layer=2, n_head=4, d_model=32, context=16)
 
@@ -244,24 +245,6 @@ def test_pope_phases_stay_fp32_under_bf16_autocast():
     assert cos.dtype == sin.dtype == torch.float32 and q2.dtype == k2.dtype == torch.bfloat16
     reference, _ = pope.transform_qk(q.float(), q.float(), (cos, sin), None, 0)
     assert torch.equal(q2, reference.bfloat16())  # fp32 math, one rounding
-
-
-def cope_by_loops(q, k, v, table, npos):
-    """Reference CoPE for one head, straight from the definition: double loop over query i and key j <= i."""
-    T, d = q.shape
-    out = torch.zeros_like(v)
-    for i in range(T):
-        gates = [torch.sigmoid(q[i] @ k[t] / math.sqrt(d)) for t in range(i + 1)]
-        logits = []
-        for j in range(i + 1):
-            p = min(float(sum(gates[j : i + 1])), npos - 1)
-            lo, hi = math.floor(p), min(math.floor(p) + 1, npos - 1)
-            w = p - lo
-            z = (1 - w) * (q[i] @ table[:, lo]) + w * (q[i] @ table[:, hi])
-            logits.append((q[i] @ k[j] + z) / math.sqrt(d))
-        weights = torch.softmax(torch.stack(logits), dim=0)
-        out[i] = sum(weights[j] * v[j] for j in range(i + 1))
-    return out
 
 
 def test_cope_matches_a_double_loop_over_i_and_j():

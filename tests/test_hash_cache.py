@@ -13,10 +13,10 @@ import pytest
 
 from domains import fetch as fetch_module
 from domains import hash_cache
-from domains.maestro import CSV_NAME
+from domains.maestro.archive import CSV_NAME
 from domains.store import sha256_file
-from pipelines.prepare import stored_datamodule
-from tests.test_prep_throughput import SHARED, small_maestro_mirror
+from pipelines.experiment.config import stored_datamodule
+from tests.maestro_fixtures import SHARED, small_maestro_mirror
 
 
 @pytest.fixture

@@ -17,25 +17,15 @@ import pytest
 import torch
 
 from domains.fetch import FetchError
-from domains.hrg import (
-    GRCH38_LENGTHS,
-    GenomeFileError,
-    HRGDataModule,
-    example_count,
-    fasta_index,
-)
-from domains.nt_tokenizer import (
-    N_ID,
-    PAD_ID,
-    VOCAB,
-    VOCAB_SIZE,
-    encode_bases,
-    tokenize,
-    tokenize_windows,
-)
-from pipelines.config import build_datamodule, compose_config
+from domains.hrg import HRGDataModule
+from domains.hrg.bases import encode_bases
+from domains.hrg.genome import GRCH38_LENGTHS, GenomeFileError, fasta_index
+from domains.hrg.tokenizer import N_ID, PAD_ID, VOCAB, VOCAB_SIZE, tokenize, tokenize_windows
+from domains.hrg.windows import example_count
+from domains.stored import ExampleSplit, TokenStoreDataModule
+from pipelines.experiment.config import build_datamodule, compose_config
+from pipelines.experiment.training import train_and_evaluate
 from pipelines.samples import main as samples_main
-from pipelines.train import run
 from tests.hrg_fixtures import chromosome_letters, fasta_record, write_mirror
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -194,6 +184,19 @@ def test_a_split_pickles_without_its_arrays(mirror):
     copy = pickle.loads(pickle.dumps(train))  # what a spawned loader worker receives
     assert len(pickle.dumps(train)) < 5_000 and copy._bases is None
     assert np.array_equal(copy.example(7, jitter=3), train.example(7, jitter=3))
+
+
+def test_splits_are_example_splits_of_the_stored_base_class(mirror):
+    dm = module()
+    meta = dm.prepare_data()
+    for name in ("train", "val", "test"):
+        split = dm.split(name)
+        assert isinstance(split, ExampleSplit) and len(split) == meta["splits"][name]["examples"]
+        assert isinstance(split.example(len(split) - 1), np.ndarray)
+    with pytest.raises(ValueError, match=r"unknown split 'dev'; valid: \('train', 'val', 'test'\)"):
+        dm.split("dev")
+    assert not isinstance(dm, TokenStoreDataModule) and not hasattr(dm, "build_splits")  # no token-array hook
+    assert dm.amount_unit == "bases" and dm.prepared_amount(meta) == sum(SMALL_LENGTHS.values())
 
 
 def test_every_encoding_sees_the_same_training_batches(mirror, env):
@@ -417,6 +420,7 @@ def test_a_byte_that_is_not_a_base_fails_naming_the_line(env):
 
 
 # ---- a tiny-preset run ---------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_tiny_preset_run_writes_per_example_test_nll(mirror, env):
     cfg = compose_config(
         [
@@ -429,7 +433,7 @@ def test_tiny_preset_run_writes_per_example_test_nll(mirror, env):
             "trainer.batch_size=4",
         ]
     )
-    folder = run(cfg)
+    folder = train_and_evaluate(cfg)
     assert folder == env / "runs" / "hrg" / "rope10k" / "seed0"
     with open(folder / "metrics" / "test.per_example.csv") as handle:
         rows = list(csv.DictReader(handle))

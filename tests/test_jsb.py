@@ -27,12 +27,13 @@ from domains.jsb import (
 )
 from domains.synthetic import SyntheticDataModule
 from models.gpt import GPT, GPTConfig
-from pipelines.config import build_datamodule, compose_config, model_config
+from models.sampling import sample_continuation
+from pipelines.experiment.config import build_datamodule, compose_config, model_config
+from pipelines.experiment.generation import midi_writer
+from pipelines.experiment.training import train_and_evaluate
 from pipelines.generate import main as generate_main
-from pipelines.generate import midi_writer, sample_continuation
 from pipelines.prepare import main as prepare_main
 from pipelines.samples import main as samples_main
-from pipelines.train import run
 
 MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
 NPZ = MIRROR / "jsb" / RAW_NAME
@@ -87,6 +88,11 @@ def test_store_counts_and_every_token_match_the_npz(prepared):
         assert len(stored) == len(expected)
         for i, tokens in enumerate(expected):
             assert stored.example(i).tolist() == tokens, (split, i)
+
+
+def test_prepared_amount_is_the_382_chorales_of_the_real_file(prepared):
+    dm = jsb()
+    assert dm.amount_unit == "pieces" and dm.prepared_amount(prepared) == 229 + 76 + 77 == 382
 
 
 def test_token_ids_of_known_chorales(prepared):
@@ -403,9 +409,10 @@ def tiny_run(prepared, tmp_path_factory):
             "domain.args.eval_stride=240",
         ]
     )
-    return run(cfg)
+    return train_and_evaluate(cfg)
 
 
+@pytest.mark.slow
 def test_tiny_training_run_writes_test_nll_of_all_77_chorales(tiny_run):
     with open(tiny_run / "metrics" / "test.per_example.csv") as handle:
         rows = list(csv.DictReader(handle))
@@ -421,6 +428,7 @@ def test_tiny_training_run_writes_test_nll_of_all_77_chorales(tiny_run):
     assert manifest["data_hashes"][f"raw/{RAW_NAME}"] == RAW_SHA256
 
 
+@pytest.mark.slow
 def test_generate_writes_a_midi_continuing_the_first_test_chorale(tiny_run, tmp_path, capsys):
     out = tmp_path / "continuation.mid"
     args = [str(tiny_run), "--prompt-tokens", "16", "--new-tokens", "16", "--seed", "3", "--device", "cpu"]

@@ -14,18 +14,14 @@ import pytest
 from symusic import Note, Score, Tempo, TimeSignature, Track
 
 from domains.fetch import FetchError
-from domains.maestro import (
-    CSV_NAME,
-    ZIP_NAME,
-    ZIP_ROOT,
-    MaestroDataModule,
-    chunk_bounds,
-)
-from domains.maestro_tokenize import MidiFile, TokenCache, tokenize_files, tokenize_midi
+from domains.maestro import MaestroDataModule
+from domains.maestro.archive import CSV_NAME, ZIP_NAME, ZIP_ROOT
+from domains.maestro.chunks import chunk_bounds
+from domains.maestro.tokenizer import MidiFile, TokenCache, tokenize_files, tokenize_midi
 from domains.store import read_split
 from domains.stored import StoredDataModule
-from pipelines.config import compose_config
-from pipelines.train import run
+from pipelines.experiment.config import compose_config
+from pipelines.experiment.training import train_and_evaluate
 
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data"
 SAMPLE_CSV = SAMPLE / "maestro" / CSV_NAME
@@ -210,6 +206,7 @@ def test_round_trip_keeps_notes_on_the_grid(generated, tmp_path):
 # ---- preparation -----------------------------------------------------------------------------------------------
 def test_sample_store_counts_and_contents(sample, direct_ids):
     data, meta = sample
+    assert module().amount_unit == "pieces" and module().prepared_amount(meta) == 11
     assert meta["vocab_size"] == 328 and meta["source"] == "folder"
     assert meta["performances"] | {"per_split": None} == {
         "listed": 1276,
@@ -526,6 +523,7 @@ def test_a_file_that_is_not_a_zip_fails_clearly(tmp_path, monkeypatch):
 
 
 # ---- a tiny training run --------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_tiny_preset_training_writes_per_example_test_nll(sample, tmp_path):
     _, meta = sample
     cfg = compose_config(
@@ -541,7 +539,7 @@ def test_tiny_preset_training_writes_per_example_test_nll(sample, tmp_path):
         ]
     )
     assert cfg.model.context == 256 and cfg.model.n_layer == 2  # the tiny preset
-    folder = run(cfg)
+    folder = train_and_evaluate(cfg)
     with open(folder / "metrics" / "test.per_example.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == meta["splits"]["test"]["examples"]

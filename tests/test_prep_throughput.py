@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import csv
 import os
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from domains.hrg import example_count
-from domains.maestro import CSV_NAME
-from pipelines.config import compose_config
-from pipelines.prep_throughput import COLUMNS, main, measure_preparation
+from domains.hrg.windows import example_count
+from pipelines.benchmarks.data import COLUMNS, measure_preparation
+from pipelines.experiment.config import compose_config
+from pipelines.prep_throughput import main
 from tests.hrg_fixtures import write_mirror
+from tests.maestro_fixtures import SHARED, small_maestro_mirror
 from tests.sleep_edf_fixtures import NightSpec, copy_real_sample, write_night
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 SLEEP_RUNS = (("W", 300), ("1", 60), ("2", 120), ("3", 60), ("4", 60), ("R", 90), ("W", 240), ("?", 600))
 
 
@@ -59,18 +58,6 @@ def test_maestro_prepare_counts_every_midi_file_of_the_sample():
     assert len(rows) == 1
     assert_measured(rows[0], "maestro", "pieces", len(midi_files))
     assert rows[0]["stage"] == "prepare" and rows[0]["workers"] == 1
-
-
-def small_maestro_mirror(root: Path) -> Path:
-    """A mirror of three of the sample's performances (the smallest) with the real CSV."""
-    smallest = sorted((SHARED / "maestro").rglob("*.midi"), key=lambda p: p.stat().st_size)[:3]
-    folder = root / "maestro"
-    for path in smallest:
-        dest = folder / path.relative_to(SHARED / "maestro")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, dest)
-    shutil.copyfile(SHARED / "maestro" / CSV_NAME, folder / CSV_NAME)
-    return root
 
 
 def test_maestro_tokenise_kernel_counts_the_files_of_a_small_mirror(tmp_path):

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from models.encodings import build_encoding
-from pipelines.config import compose_config, config_options, model_config, roster
-from pipelines.roster import describe_roster, format_rows
+from pipelines.experiment.config import compose_config, config_options, describe_roster, model_config, roster
+from pipelines.experiment.training import train_and_evaluate as run
+from pipelines.roster import format_rows
 from pipelines.roster import main as roster_main
-from pipelines.train import run
 
 BASE_10K = {"rope10k", "pope", "lerope", "prope"}  # SPEC base convention: every other rotary method uses 500k
 
@@ -57,6 +57,7 @@ def test_yarn_is_refused_for_training():
         model_config(cfg, vocab_size=128)
 
 
+@pytest.mark.slow
 def test_a_rope_run_writes_its_yarn_sibling(tmp_path):
     """YaRN at s = 1 on the in-distribution split is plain RoPE (same metrics); on the 8x split it differs."""
     folder = run(

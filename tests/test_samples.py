@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from domains.synthetic import SyntheticDataModule
-from domains.synthetic_tasks import SEPARATOR, get_task
+from domains.synthetic.registry import get_task
+from domains.synthetic.task import SEPARATOR
 from pipelines.samples import main
 
 

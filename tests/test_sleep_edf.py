@@ -11,28 +11,25 @@ from pathlib import Path
 import mne
 import numpy as np
 import pytest
-from sleep_edf_fixtures import NightSpec, copy_real_sample, write_night
 
 from domains.fetch import FetchError
-from domains.sleep_edf import (
-    AGE_TABLE,
+from domains.sleep_edf import SleepEDFDataModule
+from domains.sleep_edf.datamodule import grid_windows
+from domains.sleep_edf.quantiles import pooled_quantiles
+from domains.sleep_edf.recordings import (
     CHANNEL,
     CLIP,
-    SPLIT_SEED,
-    SleepEDFDataModule,
     SleepEDFError,
-    grid_windows,
-    pooled_quantiles,
-    read_age_table,
     read_hypnogram,
     robust_scale,
     scan_night,
     sleep_period,
-    split_sizes,
-    split_subjects,
     stage_string,
     trim_bounds,
 )
+from domains.sleep_edf.sources import AGE_TABLE, PHYSIONET_URL
+from domains.sleep_edf.split import SPLIT_SEED, read_age_table, split_sizes, split_subjects
+from tests.sleep_edf_fixtures import NightSpec, copy_real_sample, write_night
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "sleep_edf"
 REAL_HYPNOGRAM = REAL / "SC4001EC-Hypnogram.edf"
@@ -223,6 +220,11 @@ def test_trimming_boundaries_to_the_second(prepared):
         assert by_id[night_id]["stages"] == epochs[start // 30 : stop // 30]
     assert (by_id["SC4441"]["trim_start_s"], by_id["SC4441"]["trim_stop_s"]) == (210, 3990)
     assert by_id["SC4442"]["last_sleep_end_s"] == by_id["SC4442"]["trim_stop_s"] == 2190  # hypnogram clipped
+
+
+def test_prepared_amount_is_every_sample_of_the_trimmed_nights(prepared):
+    dm, meta, _ = prepared
+    assert dm.amount_unit == "samples" and dm.prepared_amount(meta) == sum(n["samples"] for n in listed(meta))
 
 
 def test_skipped_nights_are_recorded_with_their_reason(prepared):
@@ -420,6 +422,33 @@ def test_a_plain_edf_in_place_of_a_hypnogram_fails_naming_the_file(small_mirror)
         module().prepare_data()
 
 
+def test_raw_files_are_the_mirror_listing_before_any_preparation(small_mirror, tmp_path):
+    files = module().raw_files()
+    names = ["SC4021E0-PSG.edf", "SC4021EC-Hypnogram.edf", "SC4131E0-PSG.edf", "SC4131EC-Hypnogram.edf"]
+    names += ["SC4362E0-PSG.edf", "SC4362EC-Hypnogram.edf"]
+    assert [f.relpath for f in files] == [f"physionet-sleep-data/{name}" for name in names]
+    assert [f.url for f in files] == [PHYSIONET_URL + name for name in names]
+    assert [f.relpath for f in module(subjects=[13]).raw_files()] == [f.relpath for f in files[2:4]]
+    assert not (tmp_path / "data").exists()  # listing fetched and wrote nothing
+    assert list(module().prepare_data()["raw_sha256"]) == [f.relpath for f in files]
+
+
+def test_raw_files_are_the_records_of_mnes_table_before_any_download(tmp_path, monkeypatch):
+    monkeypatch.delenv("POSBENCH_MIRROR", raising=False)
+    monkeypatch.setenv("POSBENCH_DATA", str(tmp_path / "data"))
+    with open(AGE_TABLE, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    files = module(subjects=[13, 36]).raw_files()  # one night each in the corpus
+    assert [f.relpath for f in files] == sorted(
+        f"physionet-sleep-data/{row['fname']}" for row in rows if row["subject"] in ("13", "36")
+    )
+    assert len(files) == 4 and all(f.url == PHYSIONET_URL + f.relpath.split("/")[1] for f in files)
+    assert len(module().raw_files()) == len(rows) == 2 * 153  # every night's PSG and hypnogram
+    with pytest.raises(SleepEDFError, match=r"subjects \[39\] are not in the Sleep Cassette"):
+        module(subjects=[39]).raw_files()
+    assert not (tmp_path / "data").exists()
+
+
 def test_an_empty_mirror_folder_names_what_it_expected(tmp_path, monkeypatch):
     (tmp_path / "sleep_edf").mkdir()
     (tmp_path / "sleep_edf" / "notes.txt").write_text("nothing here")
@@ -459,8 +488,8 @@ def test_mnes_fetch_data_path_finds_the_files_in_place(downloaded, monkeypatch):
 
 @pytest.mark.slow
 def test_tiny_preset_training_writes_per_example_test_nll(downloaded, monkeypatch, tmp_path):
-    from pipelines.config import compose_config
-    from pipelines.train import run
+    from pipelines.experiment.config import compose_config
+    from pipelines.experiment.training import train_and_evaluate
 
     monkeypatch.delenv("POSBENCH_MIRROR", raising=False)
     monkeypatch.setenv("POSBENCH_DATA", str(downloaded / "data"))
@@ -479,7 +508,7 @@ def test_tiny_preset_training_writes_per_example_test_nll(downloaded, monkeypatc
         ]
     )
     assert (cfg.model.n_layer, cfg.model.d_model, cfg.model.context, cfg.model.norm) == (2, 64, 128, "rmsnorm")
-    folder = run(cfg)
+    folder = train_and_evaluate(cfg)
     assert folder == tmp_path / "sleep_edf" / "rope10k" / "seed0"
     meta = json.loads((downloaded / "data" / "stores" / "sleep_edf" / "meta.json").read_text())
     with open(folder / "metrics" / "test.per_example.csv") as handle:

@@ -1,4 +1,4 @@
-"""Tests of pipelines.stats: by hand, and against scipy and statsmodels."""
+"""Tests of pipelines.analysis.stats: by hand, and against scipy and statsmodels."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
-from pipelines.stats import (
+from pipelines.analysis.stats import (
     cd_groups,
     chance_normalised,
     critical_difference,

@@ -1,6 +1,5 @@
-"""Tests of pipelines.study: the cross-domain study (summary.md/csv/json and its figures) on a constructed set
-of runs whose every number is known, and the command line `python -m pipelines.compare` (pipelines.study.main).
-The run folders are written by tests/test_compare.py's fixtures."""
+"""Tests of the cross-domain study (summary.md/csv/json and its figures) on a constructed set of runs whose every
+number is known (tests/run_fixtures.py), and the command line `python -m pipelines.compare`."""
 
 from __future__ import annotations
 
@@ -10,20 +9,21 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
-from test_compare import (
+
+from pipelines.compare import main
+from tests.run_fixtures import (
     CONTEXT,
     assert_png,
     lm_tree,
     pair,
     read_csv,
     section,
+    study,
     synthetic_tree,
     write_csv,
     write_positions,
     write_run,
 )
-
-from pipelines.study import main, study
 
 # ------------------------------------------------------------------------------------- command line
 

@@ -15,8 +15,9 @@ import submitit
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from pipelines.config import CONFIG_DIR
-from pipelines.sweep import plan, slurm_command
+from pipelines.experiment.config import CONFIG_DIR
+from pipelines.launch.jobs import plan
+from pipelines.launch.slurm import slurm_command
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -6,14 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from domains.synthetic_tasks import (
-    MODULAR_DIGITS,
-    SEPARATOR,
-    TASKS,
-    Task,
-    get_task,
-    sample_example,
-)
+from domains.synthetic.inputs import MODULAR_DIGITS
+from domains.synthetic.registry import TASKS, get_task, sample_example
+from domains.synthetic.task import SEPARATOR, Task
 
 SPEC_ORDER = [
     "even_pairs",

@@ -11,8 +11,10 @@ from torch.utils.flop_counter import FlopCounterMode
 from models.flops import forward_flops_per_token, layer_flops_per_token, training_flops_per_token
 from models.gpt import GPT, GPTConfig
 from pipelines import throughput
-from pipelines.config import roster
-from pipelines.measure import LiveTensorMemory
+from pipelines.benchmarks import model_report
+from pipelines.benchmarks.model import predicted_over_limits
+from pipelines.benchmarks.step import LiveTensorMemory
+from pipelines.experiment.config import roster
 
 
 def test_one_layer_flops_match_a_hand_count():
@@ -87,10 +89,11 @@ def tiny_run(tmp_path_factory):
         return out, list(csv.DictReader(handle))
 
 
+@pytest.mark.slow
 def test_tiny_run_writes_one_row_per_encoding_and_context(tiny_run):
     out, rows = tiny_run
     encodings = roster("full")
-    assert rows and list(rows[0]) == throughput.COLUMNS
+    assert rows and list(rows[0]) == model_report.COLUMNS
     preset = [r for r in rows if r["kind"] == "preset"]
     sweep = [r for r in rows if r["kind"] == "context"]
     assert [r["encoding"] for r in preset] == encodings
@@ -108,6 +111,7 @@ def test_tiny_run_writes_one_row_per_encoding_and_context(tiny_run):
     assert (out / "throughput.png").stat().st_size > 0 and (out / "throughput.json").exists()
 
 
+@pytest.mark.slow
 def test_memory_grows_linearly_except_where_a_bias_matrix_is_built(tmp_path):
     """Memory figures are allocation counts, not timings. Doubling a long context doubles the forward + backward
     memory of a fused encoding and of CoPE (its tiled kernel keeps O(T) per head plus a fixed-size workspace),
@@ -143,10 +147,10 @@ def test_a_sweep_point_is_skipped_when_predicted_over_the_limits():
         {"status": "ok", "context": 1024, "backward_peak_mib": 50.0, "step_mib": 64.0, "train_step_s": 0.3},
         {"status": "ok", "context": 2048, "backward_peak_mib": 200.0, "step_mib": 256.0, "train_step_s": 0.5},
     ]
-    assert throughput.predicted_over_limits(history, 4096, settings) is None  # 1 GiB (not over 1 GiB); 2 s
-    assert throughput.predicted_over_limits(history, 8192, settings) == "skipped: predicted 4.0 GiB > limit 1.0 GiB"
+    assert predicted_over_limits(history, 4096, settings) is None  # 1 GiB (not over 1 GiB); 2 s
+    assert predicted_over_limits(history, 8192, settings) == "skipped: predicted 4.0 GiB > limit 1.0 GiB"
     slow = SimpleNamespace(memory_limit_gb=100.0, max_step_seconds=3.0)  # time: quadratic from the last point
-    assert throughput.predicted_over_limits(history, 8192, slow) == "skipped: predicted step 8 s > 3 s"
-    assert throughput.predicted_over_limits(history[:1], 4096, settings) is None  # 4.8 s; one point: no memory
+    assert predicted_over_limits(history, 8192, slow) == "skipped: predicted step 8 s > 3 s"
+    assert predicted_over_limits(history[:1], 4096, settings) is None  # 4.8 s; one point: no memory
     history.append({"status": "out of memory", "context": 4096})  # a failed point predicts nothing
-    assert throughput.predicted_over_limits(history, 8192, slow) == "skipped: predicted step 8 s > 3 s"
+    assert predicted_over_limits(history, 8192, slow) == "skipped: predicted step 8 s > 3 s"

@@ -13,10 +13,11 @@ from hydra.errors import MissingConfigException
 from lightning.pytorch.callbacks import Callback
 
 from models.training import NonFiniteLossError, OptimConfig
-from pipelines.config import compose_config, run_dir
-from pipelines.evaluate import load_run_model
 from pipelines.evaluate import main as evaluate_main
-from pipelines.train import run
+from pipelines.experiment.config import compose_config
+from pipelines.experiment.training import train_and_evaluate as run
+from pipelines.runs.layout import run_folder as run_dir
+from pipelines.runs.model_file import load_run_model
 
 
 class SimulatedKill(Exception):
@@ -63,6 +64,7 @@ def losses(folder):
         return [(int(row["step"]), float(row["loss"])) for row in csv.DictReader(handle)]
 
 
+@pytest.mark.slow
 def test_resume_after_a_kill_mid_epoch_reproduces_the_uninterrupted_run(tmp_path):
     straight = run(config(tmp_path / "a"))
     cfg = config(tmp_path / "b")
@@ -79,6 +81,7 @@ def test_resume_after_a_kill_mid_epoch_reproduces_the_uninterrupted_run(tmp_path
         assert torch.equal(p, q), name
 
 
+@pytest.mark.slow
 def test_a_finished_run_is_skipped(tmp_path):
     cfg = config(tmp_path)
     folder = run(cfg)
@@ -87,6 +90,7 @@ def test_a_finished_run_is_skipped(tmp_path):
     assert (folder / "done.json").stat().st_mtime_ns == stamp
 
 
+@pytest.mark.slow
 def test_run_folder_manifest_and_metrics(tmp_path):
     cfg = config(tmp_path, "pe=alibi", "seed=2")
     folder = run(cfg)
@@ -115,6 +119,7 @@ def test_run_folder_manifest_and_metrics(tmp_path):
         assert summary[split]["nll"] == pytest.approx(sum(float(r["nll"]) for r in rows) / 8)
 
 
+@pytest.mark.slow
 def test_evaluate_command_rewrites_the_same_metrics(tmp_path):
     folder = run(config(tmp_path))
     before = (folder / "metrics" / "test.per_example.csv").read_text()
@@ -123,6 +128,7 @@ def test_evaluate_command_rewrites_the_same_metrics(tmp_path):
     assert (folder / "metrics" / "test.per_example.csv").read_text() == before
 
 
+@pytest.mark.slow
 def test_weights_saved_in_an_older_model_format_are_refused_naming_the_file(tmp_path):
     folder = run(config(tmp_path))
     saved = torch.load(folder / "model.pt", weights_only=True)
@@ -133,6 +139,7 @@ def test_weights_saved_in_an_older_model_format_are_refused_naming_the_file(tmp_
         load_run_model(folder)
 
 
+@pytest.mark.slow
 def test_learned_table_is_not_evaluated_past_its_length(tmp_path):
     folder = run(config(tmp_path, "pe=ape_learned"))
     summary = json.loads((folder / "metrics" / "summary.json").read_text())["splits"]
@@ -140,6 +147,7 @@ def test_learned_table_is_not_evaluated_past_its_length(tmp_path):
     assert "represents 32 positions; test_2x needs 64" in summary["test_2x"]["skipped"]
 
 
+@pytest.mark.slow
 def test_nan_loss_stops_the_run_keeps_the_last_good_checkpoint_and_writes_no_results(tmp_path):
     cfg = config(tmp_path)
     with pytest.raises(NonFiniteLossError, match="loss is nan at step 4"):
@@ -172,6 +180,7 @@ def test_paper_preset_composes_with_the_paper_sizes():
     assert (cfg.model.n_layer, cfg.model.d_model, cfg.model.context) == (4, 256, 256)
 
 
+@pytest.mark.slow
 def test_resume_reproduces_the_run_with_dropout(tmp_path):
     """Dropout masks depend on (seed, step) only, so a resumed run with dropout matches too."""
     straight = run(config(tmp_path / "a", "model.dropout=0.2"))
@@ -181,6 +190,7 @@ def test_resume_reproduces_the_run_with_dropout(tmp_path):
     assert losses(run(cfg)) == losses(straight)
 
 
+@pytest.mark.slow
 def test_train_command_line(tmp_path):
     """The Hydra entry point itself, as a user types it."""
     import subprocess

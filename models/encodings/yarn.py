@@ -16,7 +16,6 @@ Computed as RoPE (models.encodings.rope) with its (cos, sin) table scaled by tha
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import torch
@@ -72,12 +71,9 @@ class YaRN(RoPE):
 
 
 def with_yarn(model, eval_length: int):
-    """A copy of a trained `rope` GPT whose encoding is YaRN at s = eval_length / L (same weights)."""
-    from models.gpt import GPT  # models.gpt imports the encodings package
-
+    """A copy of a trained `rope` GPT (models.gpt) whose encoding is YaRN at s = eval_length / L (same weights:
+    RoPE and YaRN hold no parameters)."""
     if model.cfg.pe != "rope":
         raise ValueError(f"YaRN applies to a trained rope model; this one uses {model.cfg.pe!r}")
     options = {"base": model.encoding.base, "scale": max(1.0, eval_length / model.cfg.context)}
-    scaled = GPT(dataclasses.replace(model.cfg, pe="yarn", pe_options=options))
-    scaled.load_state_dict(model.state_dict())  # RoPE and YaRN hold no parameters: the weights carry over
-    return scaled.to(next(model.parameters()).device).train(model.training)
+    return model.with_encoding("yarn", options)

@@ -1,4 +1,4 @@
-"""The synthetic domain: Chomsky-hierarchy tasks and probes (paper 000, appendix E), generated from a seed.
+"""SyntheticDataModule: Chomsky-hierarchy tasks and probes (paper 000, appendix E), generated from a seed.
 
 Each example is the ASCII string `PREFIX:input>answer`, one token per byte (vocabulary 128; byte 0 pads and is
 never produced by a task). Only the answer span is scored. Training examples of at most `context` bytes are
@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from domains.base import EmptySplitError, EvalWindows, SequenceDataModule, Window, windows_from_examples
-from domains.synthetic_tasks import Example, Task, get_task, sample_example
+from domains.base import EmptySplitError, EvalWindows, Metric, SequenceDataModule, Window, windows_from_examples
+from domains.synthetic.registry import TASKS, get_task, sample_example
+from domains.synthetic.task import Example, Task
 
 PAD_ID = 0
 VOCAB_SIZE = 128
@@ -44,6 +45,18 @@ def encode(example: Example, length: int) -> Window:
 class SyntheticDataModule(SequenceDataModule):
     domain = "synthetic"
     eval_split_names = ("test", "test_2x", "test_8x")
+    metric = Metric(
+        "chance-normalised test accuracy, mean over tasks",
+        "norm. acc.",
+        "chance = 0, perfect = 1",
+        higher_is_better=True,
+        digits=3,
+    )
+    tasks = tuple(TASKS)  # one model per task
+    # In distribution, reverse_string separates the encodings (RoPE-like ones learn it at the tiny scale, NoPE does
+    # not); past the training length, needle does (the probes of paper 000 appendix E). The regular-language tasks
+    # stay at chance at this scale.
+    tiny_preset_tasks = ("reverse_string", "needle")
 
     def __init__(self, *, task: str, eval_examples: int = 500, **kwargs: Any) -> None:
         super().__init__(**kwargs)

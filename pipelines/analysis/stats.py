@@ -5,7 +5,7 @@ SPEC 3: "average each test example over seeds; for each baseline b, paired two-s
 within-example intervals. Mean rank of each encoding across domains with its standard error across
 domains."
 
-Pure numpy/scipy: importable without pandas or matplotlib.
+Pure numpy/scipy: importable without matplotlib.
 """
 
 from __future__ import annotations

@@ -1,0 +1,317 @@
+"""HRGDataModule: GRCh38 chromosomes as Nucleotide Transformer 6-mers (SPEC section 2).
+
+Preparation (`make data-hrg`, i.e. `prepare_data`):
+
+1. fetch: every raw file named by `file_pattern` (default `{chrom}.fa.gz`: UCSC's per-chromosome hg38 files
+   under `base_url`, https://hgdownload.soe.ucsc.edu/goldenPath/hg38/chromosomes/) and the md5 table UCSC
+   publishes in the same folder (`md5sum.txt`), through `domains.fetch` (resumable; `$POSBENCH_MIRROR/hrg/`
+   replaces the network). A pattern without `{chrom}` names one multi-record FASTA for every chromosome.
+2. verify, decompress, index and encode each raw file (`domains.hrg.genome`) into `<store>/bases/<chrom>.npy`,
+   then `<chrom>.json` (its source file's identity, sha256, md5, length, N/IUPAC/lowercase counts).
+   GRCh38 lengths (`GRCH38_LENGTHS`, public constants) are compared with what was read and recorded in
+   meta.json (`grch38`); a mismatch is logged, not fatal, so a mirror of generated chromosomes works too.
+3. `meta.json`: per-chromosome facts, the raw files' sha256 (`raw_sha256`, the run manifest's data hashes), the
+   split, the example counts for this geometry.
+
+What makes the store current: a chromosome is rebuilt only when its source file's identity (size, mtime, a hash
+of its first and last MiB), its md5 line or the code version changed, so an unchanged re-run reads a few MiB and
+writes nothing, and adding chromosomes to the config builds only those; meta.json is written only when its
+content changes.
+
+Examples (SPEC, `domains.hrg.windows`): windows of `window_bases` (6100) every `stride_bases` (6050) over each
+chromosome, N runs included; only full windows: 8399 for chr22's 50,818,468 bases, whose last 4468 bases are
+left over. Each example is its window tokenised on its own and truncated to `example_tokens` (1000) tokens.
+Training draws an example uniformly over the training chromosomes and moves its start by a uniform
+0..`max_jitter` (99) bases, both from the `rng` it is handed; the jittered window is clipped at the chromosome's
+end, which never shortens an example at SPEC settings (1000 tokens need at most 6000 bases). Evaluation windows
+have no jitter and are tokenised when first asked for (tens of Mbases/s: seconds for chr22), so one store serves
+every example geometry (the tiny preset scales it by 1/10) and switching presets never re-encodes the genome.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from domains.atomic import write_json
+from domains.base import EmptySplitError, EvalWindows, Window, padded_window, windows_from_examples
+from domains.fetch import FetchError, fetch
+from domains.hrg.bases import BASES, N_CODE
+from domains.hrg.genome import (
+    CODE_VERSION,
+    GRCH38_LENGTHS,
+    PRIMARY_CHROMOSOMES,
+    UCSC_HG38_CHROMOSOMES,
+    fasta_index,
+    file_identity,
+    read_md5_table,
+    verify_and_decompress,
+    write_chromosome_codes,
+)
+from domains.hrg.tokenizer import PAD_ID, VOCAB_SIZE, token_strings, tokenize
+from domains.hrg.windows import ChromosomeWindows, example_count
+from domains.store import FORMAT_VERSION, read_meta
+from domains.stored import RawFile, StoredDataModule
+
+log = logging.getLogger("posbench.hrg")
+
+DEFAULT_SPLIT = {"train": [*PRIMARY_CHROMOSOMES[:20], "chrX", "chrY"], "val": ["chr21"], "test": ["chr22"]}
+
+
+class HRGDataModule(StoredDataModule[ChromosomeWindows]):
+    """GRCh38 chromosomes as 6-mer tokens; the split and the example geometry are settings (see the module doc)."""
+
+    domain = "hrg"
+    pad_id = PAD_ID
+    amount_unit = "bases"
+
+    def __init__(
+        self,
+        *,
+        split: dict[str, list[str]] | None = None,
+        base_url: str = UCSC_HG38_CHROMOSOMES,
+        file_pattern: str = "{chrom}.fa.gz",
+        checksums: str | None = "md5sum.txt",
+        window_bases: int = 6100,
+        stride_bases: int = 6050,
+        max_jitter: int = 99,
+        example_tokens: int = 1000,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.split_chromosomes = {name: list(chroms) for name, chroms in (split or DEFAULT_SPLIT).items()}
+        if set(self.split_chromosomes) != {"train", "val", "test"}:
+            raise ValueError(
+                f"hrg split must name train, val and test chromosomes; got {sorted(self.split_chromosomes)}"
+            )
+        leaked = set(self.split_chromosomes["train"]) & set(self.split_chromosomes["test"])
+        if leaked:
+            raise ValueError(f"hrg split: {sorted(leaked)} in both train and test; the test NLL would be meaningless")
+        if not 0 < stride_bases <= window_bases or max_jitter < 0 or example_tokens < 2:
+            raise ValueError(
+                f"hrg examples: need 0 < stride_bases <= window_bases, max_jitter >= 0, example_tokens >= 2; got "
+                f"window {window_bases}, stride {stride_bases}, jitter {max_jitter}, tokens {example_tokens}"
+            )
+        self.chromosomes = list(dict.fromkeys(c for chroms in self.split_chromosomes.values() for c in chroms))
+        self.base_url, self.file_pattern, self.checksums = base_url.rstrip("/") + "/", file_pattern, checksums
+        self.window_bases, self.stride_bases = window_bases, stride_bases
+        self.max_jitter, self.example_tokens = max_jitter, example_tokens
+
+    @property
+    def vocab_size(self) -> int:
+        return VOCAB_SIZE
+
+    def prepared_amount(self, meta: dict[str, Any]) -> int:
+        return sum(chromosome["length"] for chromosome in meta["chromosomes"].values())
+
+    # ---- raw files -------------------------------------------------------------------------------------------
+    def source_of(self, chromosome: str) -> str:
+        """The raw file (relative path) that holds `chromosome`."""
+        return self.file_pattern.format(chrom=chromosome)
+
+    def raw_files(self) -> list[RawFile]:
+        """The md5 table (when checked) and every FASTA file the split needs; no sha256 is known in advance."""
+        files = [self.checksums] if self.checksums else []
+        files += list(dict.fromkeys(self.source_of(c) for c in self.chromosomes))
+        return [RawFile(relpath, self.base_url + relpath) for relpath in files]
+
+    def preparation_settings(self) -> dict[str, Any]:
+        return {
+            "split": self.split_chromosomes,
+            "file_pattern": self.file_pattern,
+            "window_bases": self.window_bases,
+            "stride_bases": self.stride_bases,
+            "example_tokens": self.example_tokens,
+            "code_version": CODE_VERSION,
+        }
+
+    # ---- preparation -----------------------------------------------------------------------------------------
+    def bases_path(self, chromosome: str) -> Path:
+        return self.store / "bases" / f"{chromosome}.npy"
+
+    def fetch_raw(self) -> dict[str, Path]:
+        """The md5 table and every FASTA file of the split on disk; a file that cannot be fetched is reported with
+        the chromosomes it holds."""
+        raw = {}
+        holders = self.chromosomes_by_source()
+        for file in self.raw_files():
+            try:
+                raw[file.relpath] = fetch(self.domain, file.relpath, file.url)
+            except FetchError as err:
+                if file.relpath not in holders:  # the md5 table
+                    raise
+                raise FetchError(f"chromosome {', '.join(holders[file.relpath])}: {err}") from err
+        return raw
+
+    def chromosomes_by_source(self) -> dict[str, list[str]]:
+        """Raw file (relative path) -> the chromosomes of the split it holds."""
+        sources: dict[str, list[str]] = {}
+        for chromosome in self.chromosomes:
+            sources.setdefault(self.source_of(chromosome), []).append(chromosome)
+        return sources
+
+    def build_store(self, raw: dict[str, Path]) -> dict[str, Any]:
+        """Verify, decompress and encode the chromosomes whose source changed; write meta.json if its content
+        changed (see the module doc for what makes a chromosome current)."""
+        md5_table = read_md5_table(raw[self.checksums]) if self.checksums else None
+        records: dict[str, dict[str, Any]] = {}
+        for relpath, chromosomes in self.chromosomes_by_source().items():
+            what = f"{relpath} holding {', '.join(chromosomes)}"
+            expected_md5 = None
+            if md5_table is not None:
+                if relpath not in md5_table:
+                    raise FetchError(
+                        f"{raw[self.checksums]}: no line for {relpath} ({what}); expected the md5 "
+                        "of every raw file (set domain.args.checksums=null to skip the check for a local mirror)"
+                    )
+                expected_md5 = md5_table[relpath]
+            source = {"file": relpath, "identity": file_identity(raw[relpath]), "expected_md5": expected_md5}
+            current = {c: self._current_record(c, source) for c in chromosomes}
+            stale = [c for c, record in current.items() if record is None]
+            if stale:
+                fasta, digests = verify_and_decompress(raw[relpath], expected_md5, what)
+                index = fasta_index(fasta)
+                for chromosome in stale:
+                    log.info("%s: encoding %s", fasta, chromosome)
+                    counts = write_chromosome_codes(fasta, chromosome, self.bases_path(chromosome), index)
+                    current[chromosome] = {
+                        "chromosome": chromosome,
+                        "source": source,
+                        "raw_sha256": digests["sha256"],
+                        "raw_md5": digests["md5"],
+                        "code_version": CODE_VERSION,
+                        **counts,
+                    }
+                    write_json(self.bases_path(chromosome).with_suffix(".json"), current[chromosome])
+            records.update(current)
+        meta = json.loads(json.dumps(self._meta(records)))  # as meta.json will read back
+        if read_meta(self.store) != meta:
+            if meta["not_grch38"]:
+                log.warning(
+                    "not GRCh38: %s (bases read vs GRCh38); fine for a generated mirror, wrong for the paper",
+                    ", ".join(f"{c} {got} vs {want}" for c, (got, want) in list(meta["not_grch38"].items())[:4]),
+                )
+            write_json(self.store / "meta.json", meta)
+        return meta
+
+    def _current_record(self, chromosome: str, source: dict[str, Any]) -> dict[str, Any] | None:
+        """The chromosome's build record when its codes were built from exactly this source, else None."""
+        path = self.bases_path(chromosome)
+        record_path = path.with_suffix(".json")
+        if not (path.exists() and record_path.exists()):
+            return None
+        try:
+            record = json.loads(record_path.read_text())
+        except json.JSONDecodeError:
+            return None
+        if record.get("source") != source or record.get("code_version") != CODE_VERSION:
+            return None
+        shape = np.load(path, mmap_mode="r").shape
+        return record if shape == (record["length"],) else None
+
+    def _meta(self, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        chromosomes = {
+            c: {
+                "file": records[c]["source"]["file"],
+                **{key: records[c][key] for key in ("length", "n", "iupac", "lowercase")},
+            }
+            for c in self.chromosomes
+        }
+        differ = {
+            c: [facts["length"], GRCH38_LENGTHS.get(c)]
+            for c, facts in chromosomes.items()
+            if facts["length"] != GRCH38_LENGTHS.get(c)
+        }
+        splits = {}
+        for name, chroms in self.split_chromosomes.items():
+            lengths = [chromosomes[c]["length"] for c in chroms]
+            splits[name] = {
+                "chromosomes": chroms,
+                "bases": sum(lengths),
+                "examples": sum(example_count(n, self.window_bases, self.stride_bases) for n in lengths),
+            }
+        return {
+            "domain": self.domain,
+            "format_version": FORMAT_VERSION,
+            "vocab_size": self.vocab_size,
+            "source": {"base_url": self.base_url, "file_pattern": self.file_pattern, "checksums": self.checksums},
+            "raw_sha256": {records[c]["source"]["file"]: records[c]["raw_sha256"] for c in self.chromosomes},
+            "chromosomes": chromosomes,
+            "grch38": not differ,
+            "not_grch38": differ,
+            "splits": splits,
+            "settings": self.preparation_settings(),
+        }
+
+    # ---- examples --------------------------------------------------------------------------------------------
+    def open_split(self, name: str) -> ChromosomeWindows:
+        chroms = self.split_chromosomes[name]
+        paths = [self.bases_path(chromosome) for chromosome in chroms]
+        for chromosome, path in zip(chroms, paths, strict=True):
+            if not path.exists():
+                raise FileNotFoundError(
+                    f"{path}: {chromosome} ({name} split) is not in the hrg store; run `make data-hrg` with this split"
+                )
+        return ChromosomeWindows(chroms, paths, self.window_bases, self.stride_bases, self.example_tokens)
+
+    def draw_train_window(self, rng: np.random.Generator) -> Window:
+        """A uniform training example, its start moved by uniform 0..max_jitter bases; a uniform crop if longer
+        than the context."""
+        train = self.split("train")
+        if len(train) == 0:
+            raise ValueError(
+                f"hrg: no training example: train chromosomes {train.chromosomes} have no window of "
+                f"{self.window_bases} bases"
+            )
+        index = int(rng.integers(len(train)))
+        example = train.example(index, jitter=int(rng.integers(self.max_jitter + 1)))
+        start = int(rng.integers(max(1, len(example) - self.context + 1)))
+        return padded_window(example[start : start + self.context], self.context, self.pad_id)
+
+    def build_split_windows(self, split: str) -> EvalWindows:
+        windows = self.split(split)
+        if len(windows) == 0:
+            raise EmptySplitError(
+                f"hrg {split}: chromosomes {windows.chromosomes} have no window of {self.window_bases} bases"
+            )
+        return windows_from_examples(windows.all_examples(), self.context, self.eval_stride, self.pad_id)
+
+    def long_test_sequences(self, length: int) -> list[np.ndarray]:
+        """Extrapolation material: the test chromosomes in the example geometry scaled by f = length / context
+        (f x 6100 bases every f x 6050, f x 1000 tokens at the paper preset); windows with fewer tokens are dropped."""
+        factor = length // self.context
+        test = self.split("test")
+        scaled = ChromosomeWindows(
+            test.chromosomes, test.paths, factor * self.window_bases, factor * self.stride_bases, length
+        )
+        return [example for example in scaled.all_examples() if len(example) == length]
+
+    def render_example(self, split: str, index: int, max_tokens: int) -> str:
+        windows = self.split(split)
+        chromosome, start = windows.locate(index)
+        codes = windows.window_codes(index)
+        tokens = tokenize(codes)[: self.example_tokens]
+        letters = "".join(np.array(list(BASES + "N"))[codes[:60]])
+        return "\n".join(
+            [
+                f"{split}[{index}]: {windows.chromosomes[chromosome]}:{start + 1}-{start + len(codes)} "
+                f"({len(codes)} bases, {int((codes == N_CODE).sum())} N; {len(tokens)} tokens)",
+                f"bases:  {letters}{'...' if len(codes) > 60 else ''}",
+                f"tokens: {' '.join(token_strings(tokens[:max_tokens]))}{' ...' if len(tokens) > max_tokens else ''}",
+            ]
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "split": self.split_chromosomes,
+            "window_bases": self.window_bases,
+            "stride_bases": self.stride_bases,
+            "max_jitter": self.max_jitter,
+            "example_tokens": self.example_tokens,
+            "examples": {name: len(self.split(name)) for name in self.split_chromosomes},
+        }

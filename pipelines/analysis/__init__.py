@@ -1,0 +1,8 @@
+"""What the runs say, as plain data: no printing, no files written (pipelines.report renders it).
+
+evidence.py   which runs a comparison may use: finished, missing or failed, and comparable (SPEC 3)
+stats.py      the statistics: seed averages, intervals, paired t-tests with Holm, ranks, Friedman and Nemenyi
+curves.py     NLL by position, seeds pooled, on the splits longer than the training context
+domain.py     one domain's result (DomainResult) from its runs: per-example NLL or per-task accuracy
+study.py      the cross-domain study (Study): mean ranks, Friedman tests over domains and tasks
+"""

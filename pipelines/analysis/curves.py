@@ -1,0 +1,109 @@
+"""NLL by position, seeds pooled: the test split's curve of each encoding, and a Curve per (split scored past the
+training context, encoding) for the extrapolation tables and figures."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from pipelines.analysis.evidence import finished_by, training_context
+from pipelines.runs.layout import RunFolder
+from pipelines.runs.metrics import is_evaluated, per_position_path, read_csv, split_entries
+
+_LENGTH_FACTOR = re.compile(r"_(\d+)x$")  # test_2x: evaluated at 2x the training context
+
+
+class PositionNLL(NamedTuple):
+    """NLL summed over the seeds at each position where any token was scored."""
+
+    positions: np.ndarray
+    nll_sum: np.ndarray
+    tokens: np.ndarray
+
+
+def pooled_positions(files: Iterable[Path]) -> PositionNLL:
+    """per_position.csv files (position, nll_sum, tokens) summed position by position (over seeds)."""
+    tables = [read_csv(path) for path in files]
+    size = 1 + max(int(table["position"].max()) for table in tables)
+    nll_sum, tokens = np.zeros(size), np.zeros(size)
+    for table in tables:
+        position = table["position"].astype(int)
+        nll_sum += np.bincount(position, table["nll_sum"], size)
+        tokens += np.bincount(position, table["tokens"], size)
+    positions = np.flatnonzero(tokens)
+    return PositionNLL(positions, nll_sum[positions], tokens[positions])
+
+
+def pooled_split_positions(runs: Iterable[RunFolder], split: str) -> PositionNLL:
+    return pooled_positions(per_position_path(run.path, split) for run in runs)
+
+
+@dataclass(frozen=True)
+class Curve:
+    """Per-position NLL of one encoding on one split longer than the training context, seeds pooled.
+
+    status: "ok", "n/a" (every seed skipped the split, `note` says why) or "missing" (no finished run).
+    """
+
+    group: str
+    split: str
+    length: int  # window length the split is scored at
+    context: int  # training context L
+    encoding: str
+    status: str
+    note: str = ""
+    seeds: int = 0
+    by_position: PositionNLL = field(default_factory=lambda: PositionNLL(np.zeros(0, int), np.zeros(0), np.zeros(0)))
+
+    def mean_nll(self, past: bool) -> float:
+        """Token-weighted NLL at positions >= L (`past`) or < L; nan when there is none."""
+        kept = (self.by_position.positions >= self.context) == past
+        n = self.by_position.tokens[kept].sum()
+        return float(self.by_position.nll_sum[kept].sum() / n) if n > 0 else math.nan
+
+
+def split_length(split: str, entry: dict, context: int) -> int | None:
+    """The window length a split was scored at: the entry's `window_length` when the evaluation recorded it,
+    else the name's factor times the training context (`test_2x`: 2L), else None (scored at L)."""
+    if "window_length" in entry:
+        return int(entry["window_length"])
+    factor = _LENGTH_FACTOR.search(split)
+    return int(factor[1]) * context if factor else None
+
+
+def load_extrapolation(group: str, runs: list[RunFolder]) -> list[Curve]:
+    """A Curve per (split longer than the training context, encoding) of one domain or task."""
+    finished = [run for run in runs if run.finished]
+    if not finished:
+        return []
+    context = training_context(finished)
+    splits = {run: split_entries(run) for run in finished}
+    lengths = {}
+    for entries in splits.values():
+        for split, entry in entries.items():
+            length = split_length(split, entry, context)
+            if length is not None and length > context:
+                lengths[split] = max(length, lengths.get(split, 0))
+    by_encoding = finished_by(finished, "encoding")
+    encodings = sorted({run.encoding for run in runs})
+    curves = []
+    for split, length in sorted(lengths.items(), key=lambda item: (item[1], item[0])):
+        for encoding in encodings:
+            enc_runs = by_encoding.get((encoding,), [])
+            evaluated = [run for run in enc_runs if is_evaluated(splits[run].get(split))]
+            common = {"group": group, "split": split, "length": length, "context": context, "encoding": encoding}
+            if evaluated:
+                pooled = pooled_split_positions(evaluated, split)
+                curves.append(Curve(**common, status="ok", seeds=len(evaluated), by_position=pooled))
+                continue
+            reasons = sorted({splits[run][split]["skipped"] for run in enc_runs if split in splits[run]})
+            curves.append(
+                Curve(**common, status="n/a", note="; ".join(reasons)) if reasons else Curve(**common, status="missing")
+            )
+    return curves

@@ -1,0 +1,37 @@
+"""One domain's result from its run folders (SPEC section 3).
+
+A domain without tasks is compared per test example (pipelines.analysis.per_example: NLL averaged over seeds,
+paired tests against the reference); a domain with tasks, per task (pipelines.analysis.per_task: accuracy, and
+its chance-normalised mean over the tasks as the domain's score). The metric, its unit and direction come from
+the domain's DataModule (`metric`), declared there once.
+
+YaRN entries (`<encoding>+yarn`) equal their rope run at the training length (scale 1), so they are kept out of
+every in-distribution comparison (tables, tests, ranks) and appear on the longer splits only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipelines.analysis.evidence import check_comparable, require_finished
+from pipelines.analysis.per_example import analyse_per_example
+from pipelines.analysis.per_task import analyse_per_task
+from pipelines.analysis.results import DomainResult
+from pipelines.runs.layout import RunFolder, discover_runs, has_tasks
+
+
+def analyse_domain(domain: str, runs: list[RunFolder], ref: str | None) -> DomainResult:
+    """Check the runs are comparable (IncomparableRunsError naming them otherwise) and analyse them.
+    `ref` is the reference of the paired tests (domains without tasks), `darope` when None (SPEC 3)."""
+    check_comparable(runs)
+    if has_tasks(domain):
+        return analyse_per_task(domain, runs)
+    return analyse_per_example(domain, runs, ref)
+
+
+def analyse_runs(runs_root: Path, domain: str, ref: str | None = None) -> DomainResult:
+    """The domain's result from the run folders under `runs_root`. FileNotFoundError naming the folder when the
+    domain has no run folder, or no finished run."""
+    runs = discover_runs(runs_root, domain)
+    require_finished(runs, runs_root)
+    return analyse_domain(domain, runs, ref)

@@ -1,0 +1,150 @@
+"""The cross-domain study (SPEC section 3; paper 000, Figure 3): every domain's result, the mean rank of each
+encoding across domains with its standard error, and (beyond the paper) Friedman tests with the Nemenyi critical
+difference over the domains and over the tasks of a domain with tasks."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pipelines.analysis.domain import analyse_domain
+from pipelines.analysis.evidence import missing_runs
+from pipelines.analysis.results import DEFAULT_REF, DomainResult
+from pipelines.analysis.stats import FriedmanResult, cd_groups, friedman, summarise_ranks
+from pipelines.experiment.config import domain_names
+from pipelines.runs.layout import discover_runs, present_domains
+
+
+@dataclass(frozen=True)
+class BlockTest:
+    """A Friedman test over named blocks (domains or tasks) and the encodings scored in every block."""
+
+    result: FriedmanResult
+    encodings: list[str]  # in the order of result.mean_ranks
+    blocks: list[str]
+    left_out: list[str]  # encodings missing from some block
+
+    def by_rank(self) -> list[str]:
+        return [self.encodings[i] for i in np.argsort(self.result.mean_ranks, kind="stable")]
+
+    def not_separated(self) -> list[list[str]]:
+        """The groups of encodings (best first) whose mean ranks lie within the critical difference."""
+        ordered = self.by_rank()
+        return [ordered[first : last + 1] for first, last in cd_groups(self.result.mean_ranks, self.result.cd)]
+
+
+@dataclass
+class Study:
+    """Everything the study's summary.md, summary.csv and summary.json report."""
+
+    runs_root: Path
+    ref: str
+    results: list[DomainResult]
+    unfinished_domains: dict[str, list[str]]  # domain -> its missing-run lines (no finished run at all)
+    order: list[str]  # encodings, best mean rank first
+    mean_rank: dict[str, tuple[float, float]]
+    ranked_in: dict[str, int]  # encoding -> number of domains where it was ranked
+    # over the domains compared per example only (paper 000's Figure 3 leaves the synthetic tasks out), when a
+    # domain with tasks is in the study too
+    per_example_mean_rank: dict[str, tuple[float, float]] | None
+    friedman: dict[str, BlockTest | str]  # "domains", "<domain> tasks" -> the test or why it was not run
+
+    @property
+    def domains(self) -> list[str]:
+        return [result.domain for result in self.results]
+
+    @property
+    def missing(self) -> list[str]:
+        """Every missing-run line of the study: per domain, then the domains without any finished run."""
+        lines = [line for result in self.results for line in result.missing]
+        return lines + [line for lines in self.unfinished_domains.values() for line in lines]
+
+
+def _complete_matrix(table: dict[str, dict[str, float]]) -> tuple[np.ndarray, list[str], list[str]]:
+    """(blocks x encodings score matrix, encodings scored in every block, encodings left out)."""
+    everywhere = [
+        enc
+        for enc in dict.fromkeys(e for row in table.values() for e in row)
+        if all(not math.isnan(row.get(enc, math.nan)) for row in table.values())
+    ]
+    left_out = sorted({e for row in table.values() for e in row} - set(everywhere))
+    matrix = np.array([[row[enc] for enc in everywhere] for row in table.values()], dtype=float).reshape(
+        len(table), len(everywhere)
+    )
+    return matrix, everywhere, left_out
+
+
+def friedman_over(table: dict[str, dict[str, float]], higher_is_better: list[bool], blocks: str) -> BlockTest | str:
+    """The Friedman test over the blocks of `table` (block -> encoding -> score), or why it was not run.
+
+    The direction is per block, so domains of different metrics (NLL, accuracy) share one test: each block is
+    ranked in its own direction, and ranks are all the Friedman test uses."""
+    matrix, encodings, left_out = _complete_matrix(table)
+    if len(table) < 2 or len(encodings) < 2:
+        return (
+            f"not run: needs at least 2 {blocks} and 2 encodings scored in every one; "
+            f"here {len(table)} and {len(encodings)}"
+        )
+    oriented = np.where(np.array(higher_is_better)[:, None], -matrix, matrix)  # negate the higher-is-better blocks
+    return BlockTest(friedman(oriented, lower_is_better=True), encodings, list(table), left_out)
+
+
+def build_study(
+    runs_root: Path, ref: str | None, results: list[DomainResult], unfinished: dict[str, list[str]]
+) -> Study:
+    """The cross-domain statistics over the domains' results."""
+    per_domain_ranks = [result.ranks() for result in results]
+    # every trained encoding with a run folder anywhere gets a row, even without a single score
+    seen = sorted({encoding for result in results for encoding in result.seen})
+    rank = {encoding: (math.nan, math.nan) for encoding in seen} | summarise_ranks(per_domain_ranks)
+    ranked_in = {enc: sum(not math.isnan(r.get(enc, math.nan)) for r in per_domain_ranks) for enc in rank}
+    order = sorted(rank, key=lambda enc: (math.isnan(rank[enc][0]), rank[enc][0], enc))
+    per_example = [result for result in results if result.per_example]
+    per_example_mean_rank = None
+    if per_example and len(per_example) < len(results):
+        per_example_mean_rank = summarise_ranks(result.ranks() for result in per_example)
+
+    tests = {
+        "domains": friedman_over(
+            {result.domain: result.scores() for result in results},
+            [result.metric.higher_is_better for result in results],
+            "domains",
+        )
+    }
+    for result in results:
+        if result.tasks is not None:
+            accuracy = result.tasks.accuracy()
+            tests[f"{result.domain} tasks"] = friedman_over(accuracy, [True] * len(accuracy), "tasks")
+    return Study(
+        runs_root=Path(runs_root),
+        ref=ref or DEFAULT_REF,
+        results=results,
+        unfinished_domains=unfinished,
+        order=order,
+        mean_rank=rank,
+        ranked_in=ranked_in,
+        per_example_mean_rank=per_example_mean_rank,
+        friedman=tests,
+    )
+
+
+def analyse_study(runs_root: Path, domains: list[str] | None, ref: str | None) -> Study:
+    """Analyse every domain (`domains`, or every domain with run folders under `runs_root` when None) and build the
+    study. FileNotFoundError when a named domain has no run folder or nothing has finished anywhere;
+    IncomparableRunsError (naming the runs) when the runs of a domain differ in data, budget, model or preset."""
+    names = present_domains(runs_root) if domains is None else list(domains)
+    if not names:
+        raise FileNotFoundError(f"no run folders under {runs_root} for any domain of {', '.join(domain_names())}")
+    results, unfinished = [], {}
+    for domain in names:
+        runs = discover_runs(runs_root, domain)
+        if not any(run.finished for run in runs):
+            unfinished[domain] = missing_runs(runs)
+            continue
+        results.append(analyse_domain(domain, runs, ref))
+    if not results:
+        raise FileNotFoundError(f"no finished run under {runs_root} for {', '.join(names)}")
+    return build_study(runs_root, ref, results, unfinished)

@@ -1,0 +1,101 @@
+"""The plan of a sweep: one Job per run of a domain's roster x seeds (x tasks, for a domain with tasks).
+
+Every job is `pipelines.train` with the overrides of its (domain, task, encoding, seed), so its folder is a
+function of those and nothing else (pipelines.runs.layout).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipelines.experiment.config import compose_config, datamodule_class
+from pipelines.runs.layout import MANIFEST, TRAIN_LOG, RunKey
+
+
+@dataclass
+class Job:
+    """One run of a sweep."""
+
+    overrides: list[str]
+    key: RunKey
+    folder: Path
+    max_steps: int
+    tokens_per_step: int
+    status: str = "queued"  # queued | running | done | failed | skipped
+    error: str | None = None
+    began: float | None = None
+    seconds: float | None = None
+    first_seen: tuple[float, int] | None = field(default=None, repr=False)  # (time, step) when it started
+
+    @property
+    def label(self) -> str:
+        return self.key.label
+
+    @property
+    def step(self) -> int:
+        """Steps done, from the last row of train_log.csv (only its tail is read: the view polls it often)."""
+        log = self.folder / TRAIN_LOG
+        if not log.exists():
+            return 0
+        with open(log, "rb") as handle:
+            handle.seek(max(0, log.stat().st_size - 256))
+            last = handle.read().decode(errors="replace").strip().splitlines()[-1:]
+        return int(last[0].split(",")[0]) + 1 if last and last[0][:1].isdigit() else 0
+
+    def tokens_per_s(self) -> float | None:
+        if self.status in ("done", "skipped"):
+            manifest = self.folder / MANIFEST
+            return json.loads(manifest.read_text()).get("tokens_per_s") if manifest.exists() else None
+        if self.status == "running" and self.first_seen:
+            began, step0 = self.first_seen
+            elapsed = time.time() - began
+            return (self.step - step0) * self.tokens_per_step / elapsed if elapsed > 0 else None
+        return None
+
+
+def default_tasks(domain: str, preset: str) -> list[str]:
+    """The tasks a sweep of a domain with tasks trains: its tiny-preset tasks at the tiny preset, else all of them."""
+    cls = datamodule_class(domain)
+    return list(cls.tiny_preset_tasks if preset == "tiny" else cls.tasks)
+
+
+def plan(
+    domain: str,
+    encodings: list[str],
+    seeds: list[int],
+    preset: str,
+    runs_root: Path,
+    tasks: list[str] | None = None,
+    overrides: list[str] = (),
+) -> list[Job]:
+    """The runs of one domain's sweep, seeds outermost (a partial sweep has whole seeds first)."""
+    has_tasks = bool(datamodule_class(domain).tasks)
+    groups = [[f"domain.args.task={t}"] for t in (tasks or default_tasks(domain, preset))] if has_tasks else [[]]
+    jobs = []
+    for seed in seeds:
+        for group in groups:
+            for encoding in encodings:
+                run_overrides = [
+                    f"domain={domain}",
+                    f"preset={preset}",
+                    f"pe={encoding}",
+                    f"seed={seed}",
+                    f"runs_root={runs_root}",
+                    *group,
+                    *overrides,
+                ]
+                cfg = compose_config(run_overrides)
+                key = RunKey.of_config(cfg)
+                jobs.append(
+                    Job(
+                        overrides=run_overrides,
+                        key=key,
+                        folder=key.folder(cfg.runs_root),
+                        max_steps=cfg.trainer.max_steps,
+                        tokens_per_step=cfg.trainer.batch_size * cfg.trainer.devices * cfg.model.context,
+                    )
+                )
+    return jobs

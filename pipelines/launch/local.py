@@ -1,0 +1,134 @@
+"""Running a sweep's jobs on this machine.
+
+Isolated (the default for sweeps): each run in its own `python -m pipelines.train` process, so a crash or an
+out-of-memory stays inside its run, `workers` at a time: one per GPU, each seeing only its GPU through
+CUDA_VISIBLE_DEVICES; on a CPU one per core, each with cores / workers threads. Pooled (the demo): warm worker
+processes that each take many runs, for sweeps of runs lasting seconds. A failed run does not stop the sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing import get_context
+
+from pipelines.experiment.config import compose_config
+from pipelines.launch.jobs import Job
+from pipelines.launch.progress import ProgressView
+from pipelines.runs.layout import DONE, FAILED
+
+
+def _job_env(threads: int, gpu: int | None) -> dict[str, str]:
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "POSBENCH_PROGRESS": "0"}
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    return env
+
+
+def _failure_reason(job: Job, fallback: str) -> str:
+    failed = job.folder / FAILED
+    if failed.exists():
+        return json.loads(failed.read_text()).get("error", fallback)
+    return fallback
+
+
+def _run_isolated(jobs: list[Job], workers: int, threads: int, gpus: list[int], view: ProgressView) -> None:
+    """One `python -m pipelines.train` process per run; output in <run>/train.out."""
+    queue = [job for job in jobs if job.status == "queued"]
+    running: dict[subprocess.Popen, tuple[Job, int | None, object]] = {}
+    free_gpus = list(gpus)
+    while queue or running:
+        while queue and len(running) < workers:
+            job = queue.pop(0)
+            gpu = free_gpus.pop(0) if free_gpus else None
+            job.folder.mkdir(parents=True, exist_ok=True)
+            out = open(job.folder / "train.out", "w")  # noqa: SIM115  (closed when the process ends)
+            command = [sys.executable, "-m", "pipelines.train", *job.overrides]
+            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=_job_env(threads, gpu))
+            job.status, job.began, job.first_seen = "running", time.time(), (time.time(), job.step)
+            running[process] = (job, gpu, out)
+        time.sleep(0.5)
+        for process in [p for p in running if p.poll() is not None]:
+            job, gpu, out = running.pop(process)
+            out.close()
+            if gpu is not None:
+                free_gpus.append(gpu)
+            job.seconds = time.time() - job.began
+            if process.returncode == 0 and (job.folder / DONE).exists():
+                job.status = "done"
+            else:
+                tail = (job.folder / "train.out").read_text().strip().splitlines()[-1:] or ["no output"]
+                job.status, job.error = "failed", _failure_reason(job, f"exit {process.returncode}: {tail[0]}")
+        view.update()
+
+
+def _train_in_process(overrides: list[str], threads: int) -> float:
+    """Pool worker: one run inside a warm worker process (no interpreter start per run)."""
+    import logging
+    import warnings
+
+    import torch
+
+    torch.set_num_threads(threads)
+    os.environ["POSBENCH_PROGRESS"] = "0"  # no progress bars from the workers: the sweep prints one line per run
+    from pipelines.experiment.training import train_and_evaluate
+
+    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # after lightning's import resets it
+    warnings.filterwarnings("ignore", module="lightning")
+    began = time.perf_counter()
+    train_and_evaluate(compose_config(overrides))
+    return time.perf_counter() - began
+
+
+def _run_pooled(jobs: list[Job], workers: int, threads: int, view: ProgressView) -> None:
+    """Warm worker processes that each take many runs: for sweeps of runs lasting seconds (the demo). A worker
+    that dies (segfault, OOM kill) breaks the pool: its unfinished runs are failed, to be rerun by the next sweep."""
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        futures: dict[Future, Job] = {}
+        for job in jobs:
+            if job.status == "queued":
+                futures[pool.submit(_train_in_process, job.overrides, threads)] = job  # stays "queued" until done
+        remaining = set(futures)
+        while remaining:
+            finished, remaining = wait(remaining, timeout=1.0, return_when=FIRST_COMPLETED)
+            for future in finished:
+                job = futures[future]
+                try:
+                    job.seconds = future.result()
+                    job.status = "done"
+                except BrokenProcessPool:
+                    job.status, job.error = "failed", "a worker process died (out of memory?); rerun the sweep"
+                except Exception as err:  # the run failed; the sweep goes on
+                    job.status, job.error = "failed", _failure_reason(job, f"{type(err).__name__}: {err}")
+            view.update()
+
+
+def run_local(jobs: list[Job], workers: int, isolate: bool = True, live: bool | None = None) -> list[Job]:
+    """Run the jobs on this machine; returns the failed ones."""
+    for job in jobs:
+        if (job.folder / DONE).exists():
+            job.status = "skipped"
+    gpus = visible_gpus()
+    workers = max(1, min(workers, len(gpus) or workers))
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    view = ProgressView(jobs, live=sys.stdout.isatty() if live is None else live)
+    view.update()
+    try:
+        if isolate:
+            _run_isolated(jobs, workers, threads, gpus, view)
+        else:
+            _run_pooled(jobs, workers, threads, view)
+    finally:
+        view.close()
+    return [job for job in jobs if job.status == "failed"]
+
+
+def visible_gpus() -> list[int]:
+    import torch
+
+    return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []

@@ -1,0 +1,207 @@
+"""A domain's report: summary.md, summary.csv and the figures in its output folder (results/<domain>/).
+
+Per example (NLL domains): test NLL with each example averaged over seeds, 95% t-intervals over examples, paired
+t-tests against the reference with Holm correction; nll.png and nll_by_position.png. Per task (a domain with
+tasks): token accuracy (and its chance-normalised value) per task and split, with the mean rank over the tasks;
+accuracy.png. Both: extrapolation.png when a split was scored past the training context.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from domains.atomic import write_text
+from pipelines.analysis.results import Cell, DomainResult, TaskTable
+from pipelines.analysis.stats import mean_rank, significance_stars
+from pipelines.report.figures import plot_accuracy, plot_extrapolation, plot_nll, plot_nll_by_position
+from pipelines.report.files import write_csv
+from pipelines.report.markdown import bold_if, fmt_mean_rank, markdown_table, missing_section
+
+EXTRAPOLATION_FIGURE = "extrapolation.png"
+PER_EXAMPLE_FIGURES = ("nll.png", "nll_by_position.png")
+PER_TASK_FIGURES = ("accuracy.png",)
+TASK_CSV_HEADER = ["task", "encoding", "split", "accuracy", "chance_normalised", "nll", "seeds", "status"]
+
+
+def write_domain_report(result: DomainResult, out_dir: Path) -> Path:
+    """Write the domain's summary.md, summary.csv and figures into `out_dir`; return summary.md."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = out_dir / "summary.md"
+    if result.tasks is None:
+        rows = per_example_rows(result)
+        write_csv(out_dir / "summary.csv", list(rows[0]), [list(row.values()) for row in rows])
+        write_text(summary, _per_example_markdown(result, rows))
+        entries = list(result.entries.values())
+        plot_nll(entries, out_dir / PER_EXAMPLE_FIGURES[0])
+        plot_nll_by_position(result.position_curves, out_dir / PER_EXAMPLE_FIGURES[1])
+    else:
+        write_csv(out_dir / "summary.csv", TASK_CSV_HEADER, _task_csv_rows(result.tasks))
+        write_text(summary, _per_task_markdown(result))
+        plot_accuracy(result.tasks, out_dir / PER_TASK_FIGURES[0])
+    plot_extrapolation(result.extrapolation, out_dir / EXTRAPOLATION_FIGURE)
+    return summary
+
+
+def paired_tests_note(result: DomainResult) -> str:
+    """What the paired tests of a domain compared per example are, or why there are none."""
+    if result.ref is None:
+        return result.no_tests_reason or ""
+    ref = result.ref
+    return (
+        f"Paired two-sided t-tests against `{ref}` on d_i = NLL_i(b) - NLL_i({ref}) of the seed-averaged "
+        f"examples, Holm-corrected over the baselines ({len(result.entries) - 1}) of the domain (SPEC 3); "
+        f"`*`, `**`, `***`: `{ref}` significantly better at adjusted p < 0.05, 0.01, 0.001."
+    )
+
+
+# ------------------------------------------------------------------------------------------- per example
+
+
+def per_example_rows(result: DomainResult) -> list[dict]:
+    """One record per encoding, best rank first: everything the table and the CSV show."""
+    rank = result.ranks()
+    rows = []
+    for name, entry in result.entries.items():
+        test = entry.test
+        seed_means = list(entry.seed_scores.values())
+        rows.append(
+            {
+                "encoding": name,
+                "rank": rank[name],
+                "nll": entry.score,
+                "ci_lo": entry.ci_lo,
+                "ci_hi": entry.ci_hi,
+                "seeds": len(seed_means),
+                "examples": entry.n,
+                "seed_min": float(min(seed_means)),
+                "seed_max": float(max(seed_means)),
+                "ref": result.ref or "",
+                "mean_diff": test.mean_diff if test else math.nan,
+                "diff_lo": test.ci_lo if test else math.nan,
+                "diff_hi": test.ci_hi if test else math.nan,
+                "t": test.t if test else math.nan,
+                "p": test.p if test else math.nan,
+                "p_holm": test.p_holm if test else math.nan,
+                "significant": test.significant if test else "",
+                "ref_better": test.ref_better if test else "",
+            }
+        )
+    return rows
+
+
+def _fmt_rank(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:g}"
+
+
+def _per_example_markdown_row(row: dict, best: float, ref: str | None) -> list[str]:
+    if ref is None:
+        diff = p = ""
+    elif row["encoding"] == ref:
+        diff, p = "reference", ""
+    else:
+        star = f" {significance_stars(row['p_holm'])}" if row["ref_better"] else ""
+        diff = f"{row['mean_diff']:+.4f} [{row['diff_lo']:+.4f}, {row['diff_hi']:+.4f}]{star}"
+        p = f"{row['p_holm']:.3g}"
+    return [
+        _fmt_rank(row["rank"]),
+        f"`{row['encoding']}`",
+        bold_if(f"{row['nll']:.4f}", row["nll"] == best),
+        f"[{row['ci_lo']:.4f}, {row['ci_hi']:.4f}]",
+        str(row["seeds"]),
+        str(row["examples"]),
+        f"{row['seed_min']:.4f}..{row['seed_max']:.4f}",
+        diff,
+        p,
+    ]
+
+
+def _per_example_markdown(result: DomainResult, rows: list[dict]) -> str:
+    ref = result.ref
+    best = min(row["nll"] for row in rows)
+    header = ["rank", "encoding", "test NLL", "95% CI", "seeds", "examples", "per-seed mean (min..max)"]
+    header += [f"Δ vs {ref} [95% CI]" if ref else "Δ vs ref", "p (Holm)"]
+    lines = [
+        f"# {result.domain}: test NLL by encoding",
+        "",
+        "Test NLL in nats: each test example's mean NLL is averaged over seeds, then over examples, with a "
+        "95% t-interval over examples (SPEC 3). Rank 1 = lowest NLL; best NLL in bold. YaRN entries equal their "
+        "rope run at the training length: they appear only on the splits longer than the training context "
+        f"(`{EXTRAPOLATION_FIGURE}` when the domain has any).",
+        "",
+        paired_tests_note(result),
+        "",
+        *markdown_table(header, [_per_example_markdown_row(row, best, ref) for row in rows]),
+        "",
+        *missing_section(result.missing),
+    ]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------- per task
+
+
+def _fmt_cell(cell: Cell, best: bool) -> str:
+    if cell.status != "ok":
+        return cell.status
+    normalised = "" if math.isnan(cell.chance_normalised) else f" ({cell.chance_normalised:.3f})"
+    return bold_if(f"{cell.accuracy:.3f}{normalised}", best)
+
+
+def _split_section(split: str, table: TaskTable) -> list[str]:
+    """Task x encoding table of one split, closed by the mean rank over tasks."""
+    cells = table.cells[split]
+    encodings = list(next(iter(cells.values())))
+    rows = []
+    for task, row in cells.items():
+        best = np.nanmax([cell.accuracy for cell in row.values()] + [-math.inf])
+        formatted = [_fmt_cell(row[enc], row[enc].accuracy == best) for enc in encodings]
+        chance = table.chance[task]
+        rows.append([task, "" if math.isnan(chance) else f"{chance:.3g}", *formatted])
+
+    rank = mean_rank(table.accuracy(split), lower_is_better=False)
+    best_rank = np.nanmin([rank[enc][0] for enc in encodings] + [math.inf])
+    rows.append(
+        [
+            "mean rank",
+            "",
+            *[bold_if(fmt_mean_rank(*rank[enc]), rank[enc][0] == best_rank) for enc in encodings],
+        ]
+    )
+    skipped = defaultdict(list)
+    for task, row in cells.items():
+        for enc, cell in row.items():
+            if cell.status == "n/a":
+                skipped[enc, cell.note].append(task)
+    notes = [f"- n/a for `{enc}` ({', '.join(tasks)}): {note}" for (enc, note), tasks in skipped.items()]
+    header = ["task", "chance", *[f"`{enc}`" for enc in encodings]]
+    return [f"## {split}", "", *markdown_table(header, rows), "", *notes, *([""] if notes else [])]
+
+
+def _per_task_markdown(result: DomainResult) -> str:
+    lines = [
+        f"# {result.domain}: token accuracy by task and encoding",
+        "",
+        "Token accuracy on the output span, mean over seeds; in parentheses the chance-normalised accuracy "
+        "`(acc - chance) / (1 - chance)` (SPEC 2). Best per task in bold. `n/a`: the encoding cannot be "
+        "evaluated on that split (reason below the table); `missing`: no finished run. Mean rank: rank by "
+        "accuracy within each task (1 = best, ties averaged), mean over tasks ± its standard error across "
+        f"tasks; n/a and missing cells are not ranked. YaRN entries (`+yarn`) appear on the longer splits only; "
+        f"NLL by position past the training length: `{EXTRAPOLATION_FIGURE}`.",
+        "",
+    ]
+    for split in result.tasks.cells:
+        lines += _split_section(split, result.tasks)
+    return "\n".join(lines + missing_section(result.missing))
+
+
+def _task_csv_rows(table: TaskTable) -> list[list]:
+    return [
+        [task, enc, split, cell.accuracy, cell.chance_normalised, cell.nll, cell.seeds, cell.status]
+        for split, cells in table.cells.items()
+        for task, row in cells.items()
+        for enc, cell in row.items()
+    ]

@@ -1,0 +1,24 @@
+"""Markdown pieces shared by the reports: tables, bold cells, mean ranks, the missing-runs section."""
+
+from __future__ import annotations
+
+import math
+
+
+def bold_if(text: str, bold: bool) -> str:
+    return f"**{text}**" if bold else text
+
+
+def fmt_mean_rank(mean: float, se: float) -> str:
+    if math.isnan(mean):
+        return "n/a"
+    return f"{mean:.2f}" if math.isnan(se) else f"{mean:.2f} ± {se:.2f}"
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def missing_section(lines: list[str]) -> list[str]:
+    return ["## Missing runs", "", *([f"- {line}" for line in lines] or ["None."]), ""]

@@ -1,0 +1,226 @@
+"""The study's output folder: every domain's report in <out>/<domain>/, then summary.md, summary.csv,
+summary.json (strict JSON: NaN becomes null), figure3.png, nll_by_position.png (domains compared per example),
+cd_<blocks>.png (when a Friedman test ran) and extrapolation.csv (when a split past the training length was
+scored). A study file this comparison does not produce is removed, so none from an earlier comparison is left
+beside the new report. Every file is written atomically."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from domains.atomic import write_json, write_text
+from pipelines.analysis.paper import paper_nll
+from pipelines.analysis.results import DomainResult, Entry
+from pipelines.analysis.stats import significance_stars
+from pipelines.analysis.study import BlockTest, Study
+from pipelines.report.domain import write_domain_report
+from pipelines.report.files import write_csv
+from pipelines.report.study_figures import plot_cd, plot_figure3, plot_positions_study
+from pipelines.report.study_markdown import cd_figure, spread_flag, study_markdown
+
+FIGURE3 = "figure3.png"
+POSITIONS_FIGURE = "nll_by_position.png"
+EXTRAPOLATION_CSV = "extrapolation.csv"
+STUDY_CSV_HEADER = [
+    "domain",
+    "encoding",
+    "metric",
+    "score",
+    "ci_lo",
+    "ci_hi",
+    "se",
+    "n",
+    "rank",
+    "seeds",
+    "seed_sd",
+    "ref",
+    "mean_diff",
+    "p",
+    "p_holm",
+    "stars",
+    "within_seed_spread",
+    "paper",
+]
+
+
+def write_study_report(study: Study, out: Path) -> Path:
+    """Write the per-domain reports and the study files into `out`; return its summary.md."""
+    out = Path(out)
+    for result in study.results:
+        write_domain_report(result, out / result.domain)
+    written = [FIGURE3]
+    plot_figure3(study, out / FIGURE3)
+    if any(result.position_curves for result in study.results):
+        plot_positions_study(study, out / POSITIONS_FIGURE)
+        written.append(POSITIONS_FIGURE)
+    for name, outcome in study.friedman.items():
+        if not isinstance(outcome, str):
+            result = outcome.result
+            title = f"Nemenyi critical difference across {name} (N = {result.n}, alpha {result.alpha:g})"
+            plot_cd(result, outcome.encodings, title, out / cd_figure(name))
+            written.append(cd_figure(name))
+    records = study_records(study)
+    write_csv(out / "summary.csv", STUDY_CSV_HEADER, [_csv_row(record) for record in records])
+    extrapolation = extrapolation_rows(study)
+    if extrapolation:
+        write_csv(out / EXTRAPOLATION_CSV, list(extrapolation[0]), [list(row.values()) for row in extrapolation])
+        written.append(EXTRAPOLATION_CSV)
+    stale = {FIGURE3, POSITIONS_FIGURE, EXTRAPOLATION_CSV, *(path.name for path in out.glob("cd_*.png"))}
+    for name in stale - set(written):
+        (out / name).unlink(missing_ok=True)
+    write_json(out / "summary.json", _jsonable(_study_json(study, records, extrapolation)))
+    summary = out / "summary.md"
+    figures = [name for name in written if name.endswith(".png")]
+    write_text(summary, study_markdown(study, figures, extrapolation))
+    return summary
+
+
+def extrapolation_rows(study: Study) -> list[dict]:
+    """One row per (domain, group, split past the training context, encoding): mean NLL within and past L."""
+    rows = []
+    for result in study.results:
+        for curve in result.extrapolation:
+            rows.append(
+                {
+                    "domain": result.domain,
+                    "group": curve.group,
+                    "split": curve.split,
+                    "context": curve.context,
+                    "length": curve.length,
+                    "encoding": curve.encoding,
+                    "status": curve.status,
+                    "seeds": curve.seeds,
+                    "nll_within": curve.mean_nll(past=False) if curve.status == "ok" else math.nan,
+                    "nll_past": curve.mean_nll(past=True) if curve.status == "ok" else math.nan,
+                    "note": curve.note,
+                }
+            )
+    return rows
+
+
+# -------------------------------------------------------------------------------------- csv and json
+
+
+def _jsonable(value):
+    """NaN and infinities become null: JSON has no NaN."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _entry_record(result: DomainResult, entry: Entry, rank: float, ref: Entry | None, study_ref: str) -> dict:
+    test = entry.test
+    within = ""
+    if ref is not None and entry.encoding != study_ref:
+        within = bool(spread_flag(entry, ref))
+    return {
+        "domain": result.domain,
+        "encoding": entry.encoding,
+        "metric": result.metric.name,
+        "score": entry.score,
+        "ci_lo": entry.ci_lo,
+        "ci_hi": entry.ci_hi,
+        "se": math.nan,
+        "n": entry.n,
+        "rank": rank,
+        "seeds": {str(s): v for s, v in entry.seed_scores.items()},
+        "seed_sd": entry.seed_sd,
+        "ref": result.ref or "",
+        "mean_diff": test.mean_diff if test else math.nan,
+        "p": test.p if test else math.nan,
+        "p_holm": test.p_holm if test else math.nan,
+        "stars": significance_stars(test.p_holm) if test and test.significant and test.mean_diff > 0 else "",
+        "within_seed_spread": within,
+        "paper": paper_nll(entry.encoding, result.domain, result.preset),
+    }
+
+
+def study_records(study: Study) -> list[dict]:
+    records = []
+    for result in study.results:
+        rank = result.ranks()
+        ref = result.entries.get(study.ref)
+        for encoding in [e for e in study.order if e in result.entries]:
+            records.append(_entry_record(result, result.entries[encoding], rank[encoding], ref, study.ref))
+    for encoding in study.order:
+        mean, se = study.mean_rank[encoding]
+        records.append(
+            {
+                **dict.fromkeys(STUDY_CSV_HEADER, ""),
+                "domain": "all",
+                "encoding": encoding,
+                "metric": "mean rank",
+                "score": mean,
+                "se": se,
+                "n": study.ranked_in[encoding],
+            }
+        )
+    return records
+
+
+def _csv_row(record: dict) -> list:
+    """A study record as a CSV row; the per-seed scores become `seed:score` pairs joined by `;`."""
+    seeds = record["seeds"]
+    return [
+        ";".join(f"{seed}:{score!r}" for seed, score in seeds.items())
+        if column == "seeds" and seeds
+        else record[column]
+        for column in STUDY_CSV_HEADER
+    ]
+
+
+def _friedman_json(outcome: BlockTest | str) -> dict:
+    if isinstance(outcome, str):
+        return {"not_run": outcome}
+    result = outcome.result
+    return {
+        "blocks": outcome.blocks,
+        "encodings": outcome.encodings,
+        "mean_ranks": dict(zip(outcome.encodings, result.mean_ranks.tolist(), strict=True)),
+        "chi2": result.chi2,
+        "p": result.p,
+        "iman_davenport_f": result.f,
+        "p_f": result.p_f,
+        "alpha": result.alpha,
+        "cd": result.cd,
+        "not_separated": outcome.not_separated(),
+        "left_out": outcome.left_out,
+    }
+
+
+def _study_json(study: Study, records: list[dict], extrapolation: list[dict]) -> dict:
+    return {
+        "runs": str(study.runs_root),
+        "reference": study.ref,
+        "domains": {
+            result.domain: {
+                "metric": result.metric.name,
+                "lower_is_better": not result.metric.higher_is_better,
+                "preset": result.preset,
+                "reference": result.ref,
+                "incomplete": result.incomplete,
+                "encodings": {r["encoding"]: r for r in records if r["domain"] == result.domain},
+            }
+            for result in study.results
+        },
+        "mean_rank": {
+            encoding: {"mean": mean, "se": se, "domains": study.ranked_in[encoding]}
+            for encoding, (mean, se) in study.mean_rank.items()
+        },
+        "mean_rank_nll_domains": None
+        if study.per_example_mean_rank is None
+        else {encoding: {"mean": mean, "se": se} for encoding, (mean, se) in study.per_example_mean_rank.items()},
+        "friedman": {name: _friedman_json(outcome) for name, outcome in study.friedman.items()},
+        "extrapolation": extrapolation,
+        "missing_runs": study.missing,
+        "domains_without_finished_runs": list(study.unfinished_domains),
+    }

@@ -1,0 +1,292 @@
+"""The sections of the study's summary.md: the domain x encoding table with the mean rank, paper 000's published
+values, the Friedman tests, the per-seed spread, extrapolation past the training length, the missing runs."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+
+from pipelines.analysis.paper import PAPER_NLL, PAPER_PRESET
+from pipelines.analysis.results import DomainResult, Entry
+from pipelines.analysis.stats import significance_stars
+from pipelines.analysis.study import Study
+from pipelines.report.domain import EXTRAPOLATION_FIGURE, paired_tests_note
+from pipelines.report.markdown import bold_if, fmt_mean_rank, markdown_table, missing_section
+
+
+def cd_figure(name: str) -> str:
+    """The critical-difference diagram of the Friedman test over `name` ("domains", "synthetic tasks")."""
+    return f"cd_{name.replace(' ', '_')}.png"
+
+
+def study_markdown(study: Study, figures: list[str], extrapolation: list[dict]) -> str:
+    unfinished = [f"- {domain}: no finished run yet" for domain in study.unfinished_domains]
+    lines = [
+        "# posbench comparison study",
+        "",
+        f"Runs: `{study.runs_root}`; domains: {', '.join(study.domains)}; reference: `{study.ref}`; "
+        f"per-domain reports: {', '.join(f'`{d}/summary.md`' for d in study.domains)}; figures: "
+        f"{', '.join(f'`{name}`' for name in figures)}.",
+        "",
+        *unfinished,
+        *([""] if unfinished else []),
+        *_table_section(study),
+        *_paper_section(study),
+        *_friedman_section(study),
+        *_seed_section(study),
+        *_extrapolation_section(study, extrapolation),
+        *missing_section(study.missing),
+    ]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------ the table
+
+
+def _study_cell(result: DomainResult, encoding: str, best: float) -> str:
+    entry = result.entries.get(encoding)
+    if entry is None:
+        if encoding in result.incomplete:
+            return f"incomplete ({result.incomplete[encoding]})"
+        return "missing" if encoding in result.seen else "—"
+    digits = result.metric.digits
+    text = f"{entry.score:.{digits}f}"
+    if not math.isnan(entry.ci_lo):
+        text += f" ± {(entry.ci_hi - entry.ci_lo) / 2:.{digits}f}"
+    text = bold_if(text, entry.score == best)
+    test = entry.test
+    if test is not None and test.significant:
+        # stars: the reference is significantly better (paper 000's marker); daggers: this encoding is better
+        mark = significance_stars(test.p_holm)
+        text += " " + (mark if test.mean_diff > 0 else "†" * len(mark))
+    return text
+
+
+def _table_section(study: Study) -> list[str]:
+    header = ["encoding"]
+    for result in study.results:
+        arrow = "↑" if result.metric.higher_is_better else "↓"
+        header.append(f"{result.domain} ({result.metric.short} {arrow})")
+    header.append("mean rank")
+    if study.per_example_mean_rank is not None:
+        header.append("mean rank (NLL domains)")
+    best_rank = np.nanmin([study.mean_rank[e][0] for e in study.order] + [math.inf])
+    refs = {result.ref for result in study.results if result.ref}
+    rows = []
+    for encoding in study.order:
+        name = f"`{encoding}`" + (" (ref)" if encoding in refs else "")
+        cells = []
+        for result in study.results:
+            scores = result.scores()
+            best = (max if result.metric.higher_is_better else min)(scores.values()) if scores else math.nan
+            cells.append(_study_cell(result, encoding, best))
+        mean, se = study.mean_rank[encoding]
+        text = fmt_mean_rank(mean, se)
+        if 0 < study.ranked_in[encoding] < len(study.results):
+            text += f" ({study.ranked_in[encoding]} of {len(study.results)} domains)"
+        cells.append(bold_if(text, mean == best_rank))
+        if study.per_example_mean_rank is not None:
+            cells.append(fmt_mean_rank(*study.per_example_mean_rank.get(encoding, (math.nan, math.nan))))
+        rows.append([name, *cells])
+
+    per_example = [r.domain for r in study.results if r.per_example]
+    with_tasks = [r.domain for r in study.results if not r.per_example]
+    lines = ["## Test results by domain and encoding"]
+    if per_example:
+        lines += [
+            "",
+            f"{', '.join(per_example)}: mean test NLL in nats (each test example averaged over its seeds, then over "
+            "the examples) ± the half width of its 95% t-interval over the examples (SPEC 3). Paired two-sided "
+            "t-tests against the reference on the seed-averaged examples, Holm-corrected over the baselines of each "
+            "domain: `*` p < 0.05, `**` p < 0.01, `***` p < 0.001 when the reference has the lower NLL (paper "
+            "000, Figure 3); `†`, `††`, `†††` at the same levels when the encoding beats the reference.",
+        ]
+    for domain in with_tasks:
+        lines += [
+            "",
+            f"{domain}: token accuracy on each task's test split (seed-averaged), chance-normalised "
+            "`(acc - chance) / (1 - chance)` and averaged over the tasks (paper 000, Figure 4) ± the half width "
+            "of its 95% t-interval over the tasks; higher is better; no paired tests. It enters the mean rank as "
+            "one domain, as each non-text domain does in paper 000's Figure 3 (ranking inside a task by "
+            "accuracy or by chance-normalised accuracy is the same); the Friedman test over its tasks is below.",
+        ]
+    lines += [
+        "",
+        "Best per domain in bold. Mean rank: rank within each domain (1 = best, ties averaged), mean over the "
+        "domains where the encoding has a score ± its standard error across domains"
+        + (
+            f"; `mean rank (NLL domains)` leaves the {', '.join(with_tasks)} domain out, as paper 000's Figure 3 does."
+            if study.per_example_mean_rank is not None
+            else "."
+        )
+        + " `missing`: runs exist but none finished; `—`: not run in that domain; `incomplete`: not every "
+        f"{' or '.join(with_tasks) or 'synthetic'} task has a result.",
+        "",
+    ]
+    notes = [f"- {r.domain}: {paired_tests_note(r)}" for r in study.results if r.per_example and r.ref is None]
+    return [*lines, *markdown_table(header, rows), "", *notes, *([""] if notes else [])]
+
+
+# -------------------------------------------------------------------------------------- paper values
+
+
+def _paper_section(study: Study) -> list[str]:
+    per_example = [result for result in study.results if result.per_example]
+    if not per_example:
+        return []
+    lines = ["## Paper 000's published values", ""]
+    at_paper = [result for result in per_example if result.preset == PAPER_PRESET]
+    other = [result for result in per_example if result.preset != PAPER_PRESET]
+    if at_paper:
+        rows = []
+        for result in at_paper:
+            for encoding, values in PAPER_NLL.items():
+                if result.domain not in values:
+                    continue
+                paper = values[result.domain]
+                entry = result.entries.get(encoding)
+                ours = "missing" if entry is None else f"{entry.score:.4f}"
+                diff = "" if entry is None else f"{entry.score - paper:+.4f}"
+                rows.append([result.domain, f"`{encoding}`", ours, f"{paper:.4f}", diff])
+        lines += [
+            "Test NLL published in paper 000 (SPEC 3; mean of 3 seeds) beside ours, for the domains trained at the "
+            "`paper` preset.",
+            "",
+            *markdown_table(["domain", "encoding", "ours", "paper", "ours - paper"], rows),
+            "",
+        ]
+    for result in other:
+        lines.append(
+            f"- {result.domain}: preset `{result.preset}`. The paper's published values (SPEC 3) come from the "
+            "paper-scale models and budgets and are not comparable; omitted."
+        )
+    return lines + ([""] if other else [])
+
+
+# ---------------------------------------------------------------------------------------- Friedman
+
+
+def _friedman_section(study: Study) -> list[str]:
+    blocks = "; ".join(["the domains", *[f"the {r.domain} tasks" for r in study.results if not r.per_example]])
+    lines = [
+        "## Friedman test and Nemenyi critical difference (beyond the paper)",
+        "",
+        f"Friedman's test of equal mean ranks over blocks ({blocks}), with the "
+        "Iman-Davenport F form that Demšar (2006) recommends for few blocks; two encodings whose mean ranks "
+        "differ by at least the Nemenyi critical difference CD = q_0.05 sqrt(k (k + 1) / (6 N)) differ at the "
+        "0.05 level. Only encodings scored in every block take part, so these mean ranks can differ from the "
+        "table's.",
+        "",
+    ]
+    for name, outcome in study.friedman.items():
+        if isinstance(outcome, str):
+            lines += [f"**Across {name}**: {outcome}.", ""]
+            continue
+        result = outcome.result
+        lines += [
+            f"**Across {name}** (N = {result.n}: {', '.join(outcome.blocks)}; k = {result.k}): "
+            f"chi2_F = {result.chi2:.3f} "
+            f"(df {result.k - 1}), p = {result.p:.3g}; Iman-Davenport F = {result.f:.3f} "
+            f"(df {result.k - 1}, {(result.k - 1) * (result.n - 1)}), p = {result.p_f:.3g}; "
+            f"CD = {result.cd:.3f}. Figure: `{cd_figure(name)}`.",
+            "",
+        ]
+        mean_ranks = dict(zip(outcome.encodings, result.mean_ranks, strict=True))
+        lines += markdown_table(
+            ["encoding", "mean rank"], [[f"`{enc}`", f"{mean_ranks[enc]:.2f}"] for enc in outcome.by_rank()]
+        )
+        groups = ["{" + ", ".join(f"`{enc}`" for enc in group) + "}" for group in outcome.not_separated()]
+        lines += ["", f"Not separated by the Nemenyi test: {'; '.join(groups) or 'none'}."]
+        if outcome.left_out:
+            lines.append(f"Left out (not scored in every block): {', '.join(f'`{e}`' for e in outcome.left_out)}.")
+        lines.append("")
+    return lines
+
+
+# --------------------------------------------------------------------------------------- seed spread
+
+
+def spread_flag(entry: Entry, ref: Entry) -> str:
+    """A warning when the gap to the reference is within the seed spread, or cannot be judged (one seed)."""
+    spread = max(entry.seed_sd, ref.seed_sd)
+    if math.isnan(spread):
+        return "⚠ one seed: spread unknown"
+    return "⚠ within seed spread" if abs(entry.score - ref.score) < spread else ""
+
+
+def _seed_section(study: Study) -> list[str]:
+    lines = [
+        "## Per-seed spread",
+        "",
+        "Each seed's own score (LM domains: its mean test NLL; synthetic: its mean chance-normalised accuracy over "
+        "the tasks), their standard deviation over seeds, and the gap of the seed-averaged score to the "
+        "reference (score minus the reference's: worse when positive for NLL, better for accuracy). ⚠ marks a "
+        "gap smaller than the larger seed standard deviation of the two encodings: a new draw of seeds could "
+        "reverse the order, which the paired test (it treats the seed-averaged examples as fixed) cannot see; "
+        "more seeds are needed to separate them.",
+        "",
+    ]
+    for result in study.results:
+        ref = result.entries.get(study.ref)
+        seeds = sorted({s for entry in result.entries.values() for s in entry.seed_scores})
+        digits = result.metric.digits
+        header = ["encoding", *[f"seed {s}" for s in seeds], "seed SD"]
+        if ref is not None:
+            header += [f"gap to {study.ref}", ""]
+        rows = []
+        for encoding in [e for e in study.order if e in result.entries]:
+            entry = result.entries[encoding]
+            row = [
+                f"`{encoding}`",
+                *[f"{entry.seed_scores[s]:.{digits}f}" if s in entry.seed_scores else "" for s in seeds],
+            ]
+            row.append("" if math.isnan(entry.seed_sd) else f"{entry.seed_sd:.{digits}f}")
+            if ref is not None:
+                gap = "reference" if encoding == study.ref else f"{entry.score - ref.score:+.{digits}f}"
+                row += [gap, "" if encoding == study.ref else spread_flag(entry, ref)]
+            rows.append(row)
+        note = [] if ref is not None else [f"`{study.ref}` has no score here: no gaps to judge.", ""]
+        lines += [f"### {result.domain}", "", *note, *markdown_table(header, rows), ""]
+    return lines
+
+
+# ------------------------------------------------------------------------------------- extrapolation
+
+
+def _extrapolation_section(study: Study, rows: list[dict]) -> list[str]:
+    lines = ["## Extrapolation past the training length", ""]
+    if not rows:
+        return [*lines, "No split longer than the training context was evaluated.", ""]
+    encodings = list(dict.fromkeys(row["encoding"] for row in rows))
+    cells = defaultdict(dict)
+    for row in rows:
+        cells[row["domain"], row["group"], row["split"], row["context"], row["length"]][row["encoding"]] = row
+    table = []
+    for (domain, group, split, context, length), by_encoding in cells.items():
+        values = [r["nll_past"] for r in by_encoding.values() if r["status"] == "ok"]
+        best = np.nanmin(values) if values and not np.all(np.isnan(values)) else math.nan
+        row = [domain if domain == group else f"{domain}/{group}", split, f"{context} → {length}"]
+        for encoding in encodings:
+            cell = by_encoding.get(encoding)
+            if cell is None:
+                row.append("—")
+            elif cell["status"] != "ok":
+                row.append(cell["status"])
+            else:
+                row.append(bold_if(f"{cell['nll_past']:.4f}", cell["nll_past"] == best))
+        table.append(row)
+    notes = sorted({(row["encoding"], row["note"]) for row in rows if row["status"] == "n/a"})
+    figures = ", ".join(f"`{r.domain}/{EXTRAPOLATION_FIGURE}`" for r in study.results if r.extrapolation)
+    return [
+        *lines,
+        "Mean NLL (nats, token-weighted, seeds pooled) over the positions at or past the training context L on "
+        "every split scored at a longer window; best per row in bold. `+yarn`: the rope run evaluated with YaRN "
+        f"at s = window / L (SPEC 1). Per-position curves: {figures}; all values in `extrapolation.csv`.",
+        "",
+        *markdown_table(["domain", "split", "L → window", *[f"`{e}`" for e in encodings]], table),
+        "",
+        *[f"- n/a for `{encoding}`: {note}" for encoding, note in notes],
+        *([""] if notes else []),
+    ]
