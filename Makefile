@@ -17,9 +17,10 @@ SEEDS ?= 0 1 2
 PRESET ?= tiny
 LAUNCHER ?= local
 ARGS ?=
-# Report settings: make compare DOMAINS="jsb maestro" REF=darope
+# Report settings: make compare DOMAINS="jsb maestro" REF=darope STRICT=1 (STRICT: fail when anything is missing)
 DOMAINS ?= all-present
 REF ?= darope
+STRICT ?=
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_%-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -46,7 +47,7 @@ train: $(ENV_STAMP) ## Train a domain's roster x seeds (DOMAIN=.. or all, ROSTER
 		--launcher $(LAUNCHER) $(ARGS)
 
 compare: $(ENV_STAMP) ## Compare the runs: results/summary.md (+ csv, json, figures) and results/<domain>/
-	$(PY) -m pipelines.compare --domains $(DOMAINS) --runs runs --out results --ref $(REF)
+	$(PY) -m pipelines.compare --domains $(DOMAINS) --runs runs --out results --ref $(REF) $(if $(filter 1,$(STRICT)),--strict)
 
 throughput: $(ENV_STAMP) ## Tokens/s, memory, FLOP use of every encoding: results/throughput.{csv,png} (PRESET, ARGS)
 	$(PY) -m pipelines.throughput --preset $(PRESET) $(ARGS)

@@ -170,3 +170,22 @@ def pair(root, **changes):
         write_run(run_dir, domain="jsb", pe=pe, seed=0, splits={"test": {"nll": 1.0}}, **extra)
         write_csv(run_dir / "metrics" / "test.per_example.csv", ["example", "nll"], [[0, 1.0], [1, 2.0]])
         write_positions(run_dir, "test", [1, 2], 1.0)
+
+
+def lm_domain(root, domain, nll, seeds=(0, 1, 2), seed_step=0.01, ids=None):
+    """Finished runs of a domain compared per example: encoding -> its per-example NLL (one value per example id);
+    seed k scores nll + seed_step * (k - 1), so every example's average over seeds 0, 1, 2 is exactly `nll`."""
+    for pe, values in nll.items():
+        values = np.asarray(values, dtype=float)
+        example_ids = list(range(values.size)) if ids is None else ids
+        for seed in seeds:
+            run_dir = root / domain / pe / f"seed{seed}"
+            scored = values + seed_step * (seed - 1)
+            entry = {"nll": float(scored.mean()), "accuracy": 0.5, "examples": values.size, "tokens": 10 * values.size}
+            write_run(run_dir, domain=domain, pe=pe, seed=seed, splits={"test": entry})
+            write_csv(
+                run_dir / "metrics" / "test.per_example.csv",
+                ["example", "nll", "tokens", "correct", "exact"],
+                [[i, repr(float(v)), 10, 5, 0] for i, v in zip(example_ids, scored, strict=True)],
+            )
+            write_positions(run_dir, "test", [1, 2, 3], float(scored.mean()))

@@ -7,14 +7,13 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
 from pipelines.analysis.evidence import finished_by, training_context
 from pipelines.runs.layout import RunFolder
-from pipelines.runs.metrics import is_evaluated, per_position_path, read_csv, split_entries
+from pipelines.runs.metrics import is_evaluated, read_per_position, split_entries
 
 _LENGTH_FACTOR = re.compile(r"_(\d+)x$")  # test_2x: evaluated at 2x the training context
 
@@ -27,9 +26,9 @@ class PositionNLL(NamedTuple):
     tokens: np.ndarray
 
 
-def pooled_positions(files: Iterable[Path]) -> PositionNLL:
-    """per_position.csv files (position, nll_sum, tokens) summed position by position (over seeds)."""
-    tables = [read_csv(path) for path in files]
+def pooled_positions(tables: Iterable[dict[str, np.ndarray]]) -> PositionNLL:
+    """per_position tables (position, nll_sum, tokens) summed position by position (over seeds)."""
+    tables = list(tables)
     size = 1 + max(int(table["position"].max()) for table in tables)
     nll_sum, tokens = np.zeros(size), np.zeros(size)
     for table in tables:
@@ -41,7 +40,7 @@ def pooled_positions(files: Iterable[Path]) -> PositionNLL:
 
 
 def pooled_split_positions(runs: Iterable[RunFolder], split: str) -> PositionNLL:
-    return pooled_positions(per_position_path(run.path, split) for run in runs)
+    return pooled_positions(read_per_position(run, split) for run in runs)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,10 @@
 1. Completeness: every expected (group, encoding, seed) of a domain (the combinations of the groups, encodings and
    seeds seen in its run folders) without a finished result is listed, never dropped: no run folder, failed (with
    its error) or unfinished.
-2. Comparability: the finished runs of one group (the domain, or one of its tasks) must agree on their data hashes,
+2. Common seeds: a domain's comparison uses only the seeds that every compared encoding finished ("within a domain
+   and seed, every encoding sees the same data"), so a lost seed cannot average one encoding over fewer seeds than
+   the others; the seeds left out are reported (SeedSelection).
+3. Comparability: the finished runs of one group (the domain, or one of its tasks) must agree on their data hashes,
    token budget (max_steps x batch_size x context), model (config.model and the parameters outside the encoding)
    and preset; otherwise IncomparableRunsError names the groups of runs ("every encoding sees the same data in the
    same order with the same token budget").
@@ -13,14 +16,23 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.runs.layout import FAILED, MANIFEST, RunFolder, RunKey
-from pipelines.runs.metrics import read_json
+from pipelines.runs.metrics import read_run_json, run_file_error
 
 
-class IncomparableRunsError(ValueError):
+class EvidenceError(ValueError):
+    """The runs of a domain cannot be compared as they are; the message says which and why."""
+
+
+class IncomparableRunsError(EvidenceError):
     """Finished runs of one domain (one task) differ in what SPEC 3 holds fixed."""
+
+
+class IncompleteEvidenceError(EvidenceError):
+    """No seed was finished by every encoding of a domain."""
 
 
 def finished_by(runs: Iterable[RunFolder], *keys: str) -> dict[tuple, list[RunFolder]]:
@@ -44,25 +56,65 @@ def missing_runs(runs: list[RunFolder]) -> list[str]:
                 if run is None:
                     lines.append(f"{RunKey(domain, task, encoding, seed).label}: no run folder")
                 elif run.failed:
-                    lines.append(f"{run.label}: failed ({read_json(run.path / FAILED).get('error')})")
+                    lines.append(f"{run.label}: failed ({read_run_json(run, run.path / FAILED).get('error')})")
                 elif not run.finished:
                     lines.append(f"{run.label}: unfinished (no done.json)")
     return lines
 
 
-def _value(manifest: dict, path: Path, *keys: str):
+def _value(run: RunFolder, manifest: dict, *keys: str):
     value = manifest
     for key in keys:
         if not isinstance(value, dict) or key not in value:
-            raise ValueError(f"{path}: no {'.'.join(keys)}")
+            raise run_file_error(run, run.path / MANIFEST, f"no {'.'.join(keys)}")
         value = value[key]
     return value
 
 
 def manifest_value(run: RunFolder, *keys: str):
-    """A value of the run's manifest.json by its key path; ValueError naming the file when it is absent."""
-    path = run.path / MANIFEST
-    return _value(read_json(path), path, *keys)
+    """A value of the run's manifest.json by its key path; RunFileError naming the run when it is absent."""
+    return _value(run, read_run_json(run, run.path / MANIFEST), *keys)
+
+
+@dataclass(frozen=True)
+class SeedSelection:
+    """The seeds a domain's comparison uses (finished by every compared encoding) of those it expected (every seed
+    with a run folder in the domain)."""
+
+    used: list[int]
+    expected: list[int]
+
+    @property
+    def left_out(self) -> list[int]:
+        return [seed for seed in self.expected if seed not in self.used]
+
+    @property
+    def label(self) -> str:
+        """`3 seeds`, or `2/3 seeds` when some were left out."""
+        used, expected = len(self.used), len(self.expected)
+        return f"{used} seed{'s' * (used != 1)}" if used == expected else f"{used}/{expected} seeds"
+
+
+def select_seeds(runs: list[RunFolder], compared: Iterable[list[RunFolder]]) -> SeedSelection:
+    """The seeds every group of finished runs in `compared` (one per encoding, or per task and encoding) holds.
+    IncompleteEvidenceError naming the groups when no seed is common to all of them."""
+    compared = [group for group in compared if group]
+    expected = sorted({run.seed for run in runs if not run.derived})
+    used = set(expected)
+    for group in compared:
+        used &= {run.seed for run in group}
+    if not used:
+        held = "; ".join(f"{g[0].key.group_label}/{g[0].encoding}: {[r.seed for r in g]}" for g in compared)
+        raise IncompleteEvidenceError(
+            f"{runs[0].domain}: no seed was finished by every compared encoding, so no comparison on the same data is "
+            f"possible (finished seeds: {held}); finish the missing runs (make train) or compare fewer encodings"
+        )
+    return SeedSelection(sorted(used), expected)
+
+
+def with_seeds(runs: list[RunFolder], seeds: SeedSelection) -> list[RunFolder]:
+    """The runs of the selected seeds."""
+    return [run for run in runs if run.seed in seeds.used]
 
 
 def run_properties(run: RunFolder) -> dict[str, str]:
@@ -71,11 +123,10 @@ def run_properties(run: RunFolder) -> dict[str, str]:
     The model is config.model (the encoding is its own config group) and the parameter count outside the
     encoding, n_params - encoding["parameters"]: encodings legitimately add their own parameters.
     """
-    path = run.path / MANIFEST
-    manifest = read_json(path)
+    manifest = read_run_json(run, run.path / MANIFEST)
 
     def get(*keys):
-        return _value(manifest, path, *keys)
+        return _value(run, manifest, *keys)
 
     model = get("config", "model")
     steps, batch, context = (
@@ -84,7 +135,7 @@ def run_properties(run: RunFolder) -> dict[str, str]:
         model.get("context"),
     )
     if context is None:
-        raise ValueError(f"{path}: no config.model.context")
+        raise run_file_error(run, run.path / MANIFEST, "no config.model.context")
     non_encoding = get("n_params") - get("encoding", "parameters")
     model_text = ", ".join(f"{key}={value}" for key, value in sorted(model.items()))
     return {

@@ -9,7 +9,8 @@ import numpy as np
 
 from domains.base import Metric
 from pipelines.analysis.curves import Curve, PositionNLL
-from pipelines.analysis.stats import PairedResult, ranks
+from pipelines.analysis.evidence import SeedSelection
+from pipelines.analysis.stats import PairedResult, mean_ci, ranks, within_example_ci
 
 TEST_SPLIT = "test"
 # SPEC 3: "ref = `darope` by default, configurable".
@@ -21,14 +22,19 @@ class Entry:
     """One encoding's result in one domain.
 
     `score` is the domain's metric (mean test NLL; for a domain with tasks the mean chance-normalised test accuracy
-    over the tasks) with its 95% t-interval over the `n` examples (tasks). `seed_scores` is the same score from
-    each seed alone. `test` is the paired test against the reference (domains compared per example).
+    over the tasks) over the `n` examples (tasks), with two 95% intervals: the within-example interval of SPEC 3
+    (ci_lo, ci_hi: Cousineau's normalisation with Morey's correction, what paper 000's Figure 3 draws) and the
+    ordinary t-interval between examples (between_lo, between_hi), much wider where examples differ in difficulty.
+    `seed_scores` is the same score from each seed alone. `test` is the paired test against the reference
+    (domains compared per example).
     """
 
     encoding: str
     score: float
     ci_lo: float
     ci_hi: float
+    between_lo: float
+    between_hi: float
     n: int
     seed_scores: dict[int, float]
     test: PairedResult | None = None
@@ -74,6 +80,7 @@ class DomainResult:
     domain: str
     metric: Metric
     preset: str
+    seeds: SeedSelection  # the seeds every compared encoding finished, of those expected
     ref: str | None  # the reference of the paired tests, None when there are none
     no_tests_reason: str | None  # why there are no paired tests (domains compared per example)
     entries: dict[str, Entry]  # best first
@@ -89,8 +96,45 @@ class DomainResult:
         """Compared per test example (an NLL domain), not per task."""
         return self.tasks is None
 
+    @property
+    def blocks(self) -> str:
+        """What the intervals and the mean run over: "example" or "task"."""
+        return "example" if self.per_example else "task"
+
+    @property
+    def interval(self) -> str:
+        """The interval the entries' ci_lo, ci_hi hold (tasks are the examples of a domain with tasks)."""
+        return f"95% within-{self.blocks}"
+
     def scores(self) -> dict[str, float]:
         return {name: entry.score for name, entry in self.entries.items()}
 
-    def ranks(self) -> dict[str, float]:
-        return ranks(self.scores(), lower_is_better=not self.metric.higher_is_better)
+    def ranks(self, among: set[str] | None = None) -> dict[str, float]:
+        """Rank of each scored encoding (1 = best, ties averaged), among all of them or only those `among`."""
+        scores = {name: score for name, score in self.scores().items() if among is None or name in among}
+        return ranks(scores, lower_is_better=not self.metric.higher_is_better)
+
+
+def entries_with_intervals(
+    scores: dict[str, np.ndarray], seed_scores: dict[str, dict[int, float]], tests: dict[str, PairedResult]
+) -> dict[str, Entry]:
+    """An Entry per encoding from its scores over the same blocks (examples or tasks, aligned), with the
+    within-example interval over the encodings compared together and the between-example t-interval."""
+    names = list(scores)
+    matrix = np.array([scores[name] for name in names], dtype=float)
+    means, lo, hi = within_example_ci(matrix)
+    entries = {}
+    for i, name in enumerate(names):
+        _, between_lo, between_hi = mean_ci(matrix[i])
+        entries[name] = Entry(
+            name,
+            float(means[i]),
+            float(lo[i]),
+            float(hi[i]),
+            between_lo,
+            between_hi,
+            matrix.shape[1],
+            seed_scores[name],
+            tests.get(name),
+        )
+    return entries

@@ -70,6 +70,29 @@ def mean_ci(x: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
+def within_example_ci(scores: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(means, lo, hi) per row of a (K encodings, N examples) matrix: the within-example interval of SPEC 3.
+
+    Cousineau's normalisation with Morey's correction: each example's score minus that example's mean over the K
+    encodings, plus the grand mean, so the spread between examples (some test chorales are simply harder) leaves
+    the interval and what remains is how consistently one encoding differs from the others;
+    interval = mean +- t(0.975, N-1) * sqrt(K/(K-1)) * sd / sqrt(N), sd over the normalised scores of that encoding.
+    The means are the plain means. The bounds are nan with a single encoding or a single example.
+    """
+    scores = np.asarray(scores, dtype=float)
+    if scores.ndim != 2 or scores.size == 0:
+        raise ValueError(f"within_example_ci needs a non-empty (encodings, examples) matrix, got shape {scores.shape}")
+    k, n = scores.shape
+    means = scores.mean(axis=1)
+    if k < 2 or n < 2:
+        nan = np.full(k, math.nan)
+        return means, nan, nan.copy()
+    normalised = scores - scores.mean(axis=0, keepdims=True) + scores.mean()
+    sd = normalised.std(axis=1, ddof=1)
+    half = sps.t.ppf(0.5 + level / 2, n - 1) * math.sqrt(k / (k - 1)) * sd / math.sqrt(n)
+    return means, means - half, means + half
+
+
 @dataclass(frozen=True)
 class PairedResult:
     """Paired comparison of one baseline against the reference on the same (seed-averaged) examples.

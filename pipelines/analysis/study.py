@@ -1,6 +1,11 @@
 """The cross-domain study (SPEC section 3; paper 000, Figure 3): every domain's result, the mean rank of each
 encoding across domains with its standard error, and (beyond the paper) Friedman tests with the Nemenyi critical
-difference over the domains and over the tasks of a domain with tasks."""
+difference over the domains and over the tasks of a domain with tasks.
+
+Mean ranks, their standard errors and the Friedman test over the domains take only the encodings scored in every
+compared domain, ranked among themselves: an encoding run in one domain alone would otherwise take that domain's
+rank as its mean and shift everyone else's. The others keep their rank within each domain where they were scored
+(`partial_ranks`) and get no mean rank."""
 
 from __future__ import annotations
 
@@ -44,9 +49,9 @@ class Study:
     ref: str
     results: list[DomainResult]
     unfinished_domains: dict[str, list[str]]  # domain -> its missing-run lines (no finished run at all)
-    order: list[str]  # encodings, best mean rank first
-    mean_rank: dict[str, tuple[float, float]]
-    ranked_in: dict[str, int]  # encoding -> number of domains where it was ranked
+    order: list[str]  # encodings: by mean rank, then those scored in some domains only, then those never scored
+    mean_rank: dict[str, tuple[float, float]]  # the encodings scored in every domain: (mean, standard error)
+    partial_ranks: dict[str, dict[str, float]]  # the others: {domain: rank within the domain} where scored
     # over the domains compared per example only (paper 000's Figure 3 leaves the synthetic tasks out), when a
     # domain with tasks is in the study too
     per_example_mean_rank: dict[str, tuple[float, float]] | None
@@ -92,20 +97,28 @@ def friedman_over(table: dict[str, dict[str, float]], higher_is_better: list[boo
     return BlockTest(friedman(oriented, lower_is_better=True), encodings, list(table), left_out)
 
 
+def mean_ranks(results: list[DomainResult]) -> dict[str, tuple[float, float]]:
+    """(mean, standard error) of the ranks of the encodings scored in every one of `results`, ranked among
+    themselves in each domain."""
+    common = set.intersection(*(set(result.entries) for result in results)) if results else set()
+    return summarise_ranks(result.ranks(among=common) for result in results)
+
+
 def build_study(
     runs_root: Path, ref: str | None, results: list[DomainResult], unfinished: dict[str, list[str]]
 ) -> Study:
     """The cross-domain statistics over the domains' results."""
-    per_domain_ranks = [result.ranks() for result in results]
+    rank = mean_ranks(results)
+    partial = {
+        encoding: {result.domain: result.ranks()[encoding] for result in results if encoding in result.entries}
+        for encoding in sorted({e for result in results for e in result.entries} - set(rank))
+    }
     # every trained encoding with a run folder anywhere gets a row, even without a single score
-    seen = sorted({encoding for result in results for encoding in result.seen})
-    rank = {encoding: (math.nan, math.nan) for encoding in seen} | summarise_ranks(per_domain_ranks)
-    ranked_in = {enc: sum(not math.isnan(r.get(enc, math.nan)) for r in per_domain_ranks) for enc in rank}
-    order = sorted(rank, key=lambda enc: (math.isnan(rank[enc][0]), rank[enc][0], enc))
+    unscored = sorted({encoding for result in results for encoding in result.seen} - set(rank) - set(partial))
+    order = sorted(rank, key=lambda enc: (rank[enc][0], enc))
+    order += sorted(partial, key=lambda enc: (min(partial[enc].values()), enc)) + unscored
     per_example = [result for result in results if result.per_example]
-    per_example_mean_rank = None
-    if per_example and len(per_example) < len(results):
-        per_example_mean_rank = summarise_ranks(result.ranks() for result in per_example)
+    per_example_mean_rank = mean_ranks(per_example) if per_example and len(per_example) < len(results) else None
 
     tests = {
         "domains": friedman_over(
@@ -125,7 +138,7 @@ def build_study(
         unfinished_domains=unfinished,
         order=order,
         mean_rank=rank,
-        ranked_in=ranked_in,
+        partial_ranks=partial,
         per_example_mean_rank=per_example_mean_rank,
         friedman=tests,
     )

@@ -1,9 +1,13 @@
-"""A domain's report: summary.md, summary.csv and the figures in its output folder (results/<domain>/).
+"""A domain's report: summary.md, summary.csv and the figures in its output folder (results/<domain>/), written
+all or nothing (pipelines.report.files.publish).
 
-Per example (NLL domains): test NLL with each example averaged over seeds, 95% t-intervals over examples, paired
-t-tests against the reference with Holm correction; nll.png and nll_by_position.png. Per task (a domain with
-tasks): token accuracy (and its chance-normalised value) per task and split, with the mean rank over the tasks;
-accuracy.png. Both: extrapolation.png when a split was scored past the training context.
+Per example (NLL domains): test NLL with each example averaged over the seeds every encoding finished, 95%
+within-example intervals (the between-example interval beside them in the CSV), paired t-tests against the
+reference with Holm correction; nll.png and nll_by_position.png. Per task (a domain with tasks): token accuracy (and
+its chance-normalised value) per task and split, with the mean rank over the tasks; accuracy.png. Both:
+extrapolation.png when a split was scored past the training context. Above its table each summary says in one line
+what the numbers rest on: N, the seeds used, the reference, the interval and the test; seeds left out are stated
+first.
 """
 
 from __future__ import annotations
@@ -18,32 +22,85 @@ from domains.atomic import write_text
 from pipelines.analysis.results import Cell, DomainResult, TaskTable
 from pipelines.analysis.stats import mean_rank, significance_stars
 from pipelines.report.figures import plot_accuracy, plot_extrapolation, plot_nll, plot_nll_by_position
-from pipelines.report.files import write_csv
+from pipelines.report.files import publish, write_csv
 from pipelines.report.markdown import bold_if, fmt_mean_rank, markdown_table, missing_section
 
 EXTRAPOLATION_FIGURE = "extrapolation.png"
 PER_EXAMPLE_FIGURES = ("nll.png", "nll_by_position.png")
 PER_TASK_FIGURES = ("accuracy.png",)
+SUMMARY_FILES = ("summary.md", "summary.csv")
+DOMAIN_REPORT_FILES = (*SUMMARY_FILES, *PER_EXAMPLE_FIGURES, *PER_TASK_FIGURES, EXTRAPOLATION_FIGURE)
 TASK_CSV_HEADER = ["task", "encoding", "split", "accuracy", "chance_normalised", "nll", "seeds", "status"]
 
 
 def write_domain_report(result: DomainResult, out_dir: Path) -> Path:
-    """Write the domain's summary.md, summary.csv and figures into `out_dir`; return summary.md."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    summary = out_dir / "summary.md"
+    """Write the domain's summary.md, summary.csv and figures into `out_dir`, all or nothing; return summary.md."""
+    publish(out_dir, lambda folder: render_domain_report(result, folder), owned=DOMAIN_REPORT_FILES)
+    return out_dir / "summary.md"
+
+
+def render_domain_report(result: DomainResult, folder: Path) -> list[str]:
+    """Write the domain's report files into `folder`; return their names."""
     if result.tasks is None:
         rows = per_example_rows(result)
-        write_csv(out_dir / "summary.csv", list(rows[0]), [list(row.values()) for row in rows])
-        write_text(summary, _per_example_markdown(result, rows))
-        entries = list(result.entries.values())
-        plot_nll(entries, out_dir / PER_EXAMPLE_FIGURES[0])
-        plot_nll_by_position(result.position_curves, out_dir / PER_EXAMPLE_FIGURES[1])
+        write_csv(folder / "summary.csv", list(rows[0]), [list(row.values()) for row in rows])
+        write_text(folder / "summary.md", _per_example_markdown(result, rows))
+        plot_nll(result, folder / PER_EXAMPLE_FIGURES[0])
+        plot_nll_by_position(result.position_curves, folder / PER_EXAMPLE_FIGURES[1])
+        figures = list(PER_EXAMPLE_FIGURES)
     else:
-        write_csv(out_dir / "summary.csv", TASK_CSV_HEADER, _task_csv_rows(result.tasks))
-        write_text(summary, _per_task_markdown(result))
-        plot_accuracy(result.tasks, out_dir / PER_TASK_FIGURES[0])
-    plot_extrapolation(result.extrapolation, out_dir / EXTRAPOLATION_FIGURE)
-    return summary
+        write_csv(folder / "summary.csv", TASK_CSV_HEADER, _task_csv_rows(result.tasks))
+        write_text(folder / "summary.md", _per_task_markdown(result))
+        plot_accuracy(result.tasks, folder / PER_TASK_FIGURES[0])
+        figures = list(PER_TASK_FIGURES)
+    if plot_extrapolation(result.extrapolation, folder / EXTRAPOLATION_FIGURE):
+        figures.append(EXTRAPOLATION_FIGURE)
+    return [*SUMMARY_FILES, *figures]
+
+
+INTERVAL_METHOD = "Cousineau's normalisation with Morey's correction (SPEC 3)"
+
+
+def seeds_text(result: DomainResult) -> str:
+    """`seeds 0, 1, 2`, or `seeds 0, 1 of 0, 1, 2` when some were left out."""
+    seeds = result.seeds
+    text = f"seed{'s' * (len(seeds.used) != 1)} {', '.join(map(str, seeds.used))}"
+    return text if not seeds.left_out else f"{text} of {', '.join(map(str, seeds.expected))}"
+
+
+def left_out_note(result: DomainResult) -> str | None:
+    """The sentence stating which seeds were left out and why, or None when every seed is used."""
+    left_out = result.seeds.left_out
+    if not left_out:
+        return None
+    listed = ", ".join(map(str, left_out))
+    return (
+        f"**Incomplete evidence ({result.domain})**: only {seeds_text(result)} are compared; seed"
+        f"{'s' * (len(left_out) != 1)} {listed} {'were' if len(left_out) != 1 else 'was'} not finished by every "
+        "encoding (see Missing runs), and every encoding is compared on the same seeds."
+    )
+
+
+def evidence_line(result: DomainResult) -> str:
+    """What a domain's numbers rest on, in one line: N, the seeds, the reference, the interval and the test."""
+    if result.tasks is not None:
+        return (
+            f"N = {len(result.tasks.chance)} tasks ({len(result.entries)} encodings scored on all of them); "
+            f"{seeds_text(result)}; no reference and no paired tests (accuracy per task); the domain's score (mean "
+            f"chance-normalised accuracy over the tasks) carries a {result.interval} interval "
+            f"({INTERVAL_METHOD})."
+        )
+    n = next(iter(result.entries.values())).n
+    test = (
+        f"paired two-sided t-tests against `{result.ref}`, Holm-corrected over {len(result.entries) - 1} baselines"
+        if result.ref
+        else "no paired tests"
+    )
+    reference = f"reference `{result.ref}`" if result.ref else "no reference"
+    return (
+        f"N = {n} test examples; {seeds_text(result)}; {reference}; {result.interval} intervals "
+        f"({INTERVAL_METHOD}); {test}."
+    )
 
 
 def paired_tests_note(result: DomainResult) -> str:
@@ -73,9 +130,12 @@ def per_example_rows(result: DomainResult) -> list[dict]:
                 "encoding": name,
                 "rank": rank[name],
                 "nll": entry.score,
-                "ci_lo": entry.ci_lo,
-                "ci_hi": entry.ci_hi,
+                "within_lo": entry.ci_lo,
+                "within_hi": entry.ci_hi,
+                "between_lo": entry.between_lo,
+                "between_hi": entry.between_hi,
                 "seeds": len(seed_means),
+                "seeds_expected": len(result.seeds.expected),
                 "examples": entry.n,
                 "seed_min": float(min(seed_means)),
                 "seed_max": float(max(seed_means)),
@@ -98,6 +158,7 @@ def _fmt_rank(value: float) -> str:
 
 
 def _per_example_markdown_row(row: dict, best: float, ref: str | None) -> list[str]:
+    seeds = str(row["seeds"]) if row["seeds"] == row["seeds_expected"] else f"{row['seeds']}/{row['seeds_expected']}"
     if ref is None:
         diff = p = ""
     elif row["encoding"] == ref:
@@ -110,8 +171,8 @@ def _per_example_markdown_row(row: dict, best: float, ref: str | None) -> list[s
         _fmt_rank(row["rank"]),
         f"`{row['encoding']}`",
         bold_if(f"{row['nll']:.4f}", row["nll"] == best),
-        f"[{row['ci_lo']:.4f}, {row['ci_hi']:.4f}]",
-        str(row["seeds"]),
+        f"[{row['within_lo']:.4f}, {row['within_hi']:.4f}]",
+        seeds,
         str(row["examples"]),
         f"{row['seed_min']:.4f}..{row['seed_max']:.4f}",
         diff,
@@ -122,17 +183,23 @@ def _per_example_markdown_row(row: dict, best: float, ref: str | None) -> list[s
 def _per_example_markdown(result: DomainResult, rows: list[dict]) -> str:
     ref = result.ref
     best = min(row["nll"] for row in rows)
-    header = ["rank", "encoding", "test NLL", "95% CI", "seeds", "examples", "per-seed mean (min..max)"]
-    header += [f"Δ vs {ref} [95% CI]" if ref else "Δ vs ref", "p (Holm)"]
+    header = ["rank", "encoding", "test NLL", f"{result.interval} CI", "seeds", "examples"]
+    header += ["per-seed mean (min..max)", f"Δ vs {ref} [95% CI]" if ref else "Δ vs ref", "p (Holm)"]
+    note = left_out_note(result)
     lines = [
         f"# {result.domain}: test NLL by encoding",
         "",
-        "Test NLL in nats: each test example's mean NLL is averaged over seeds, then over examples, with a "
-        "95% t-interval over examples (SPEC 3). Rank 1 = lowest NLL; best NLL in bold. YaRN entries equal their "
-        "rope run at the training length: they appear only on the splits longer than the training context "
-        f"(`{EXTRAPOLATION_FIGURE}` when the domain has any).",
+        *([note, ""] if note else []),
+        "Test NLL in nats: each test example's mean NLL is averaged over the seeds, then over the examples. The "
+        f"interval is the {result.interval} interval of SPEC 3 ({INTERVAL_METHOD}: each example's NLL minus "
+        "its mean over the compared encodings, plus the grand mean), the one paper 000's Figure 3 draws; the "
+        "ordinary t-interval between examples is in summary.csv (between_lo, between_hi). Rank 1 = lowest NLL; best "
+        "NLL in bold. YaRN entries equal their rope run at the training length: they appear only on the splits "
+        f"longer than the training context (`{EXTRAPOLATION_FIGURE}` when the domain has any).",
         "",
         paired_tests_note(result),
+        "",
+        evidence_line(result),
         "",
         *markdown_table(header, [_per_example_markdown_row(row, best, ref) for row in rows]),
         "",
@@ -182,8 +249,12 @@ def _split_section(split: str, table: TaskTable) -> list[str]:
 
 
 def _per_task_markdown(result: DomainResult) -> str:
+    note = left_out_note(result)
     lines = [
         f"# {result.domain}: token accuracy by task and encoding",
+        "",
+        *([note, ""] if note else []),
+        evidence_line(result),
         "",
         "Token accuracy on the output span, mean over seeds; in parentheses the chance-normalised accuracy "
         "`(acc - chance) / (1 - chance)` (SPEC 2). Best per task in bold. `n/a`: the encoding cannot be "

@@ -16,7 +16,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from pipelines.analysis.curves import Curve, PositionNLL
-from pipelines.analysis.results import Entry, TaskTable
+from pipelines.analysis.results import DomainResult, TaskTable
 from pipelines.report.files import save_figure
 
 MAX_CURVE_BINS = 128
@@ -51,7 +51,9 @@ def plot_positions(ax, curves: dict[str, PositionNLL], colours: dict) -> None:
     ax.set_ylabel("mean NLL (nats)")
 
 
-def plot_nll(entries: list[Entry], path: Path) -> None:
+def plot_nll(result: DomainResult, path: Path) -> None:
+    """Mean test NLL per encoding (best first) with its 95% within-example interval."""
+    entries = list(result.entries.values())
     fig = Figure(figsize=(max(4.0, 0.9 * len(entries) + 1.5), 3.5))
     ax = fig.add_subplot()
     means = np.array([entry.score for entry in entries])
@@ -61,7 +63,7 @@ def plot_nll(entries: list[Entry], path: Path) -> None:
     ax.set_ylabel("test NLL (nats)")
     low = float(np.nanmin([entry.ci_lo for entry in entries] + list(means)))
     ax.set_ylim(bottom=max(0.0, low - 0.1 * abs(low)))
-    ax.set_title("mean test NLL with 95% interval")
+    ax.set_title(f"{result.domain}: mean test NLL, {result.interval} intervals", fontsize=10)
     save_figure(fig, path)
 
 
@@ -75,13 +77,14 @@ def plot_nll_by_position(curves: dict[str, PositionNLL], path: Path) -> None:
 
 
 def plot_accuracy(table: TaskTable, path: Path) -> None:
-    """One heatmap panel per split: tasks x encodings, chance-normalised accuracy, annotated."""
+    """One heatmap panel per split, stacked: tasks x encodings, chance-normalised accuracy, annotated."""
     cells = table.cells
     splits = list(cells)
     tasks = list(cells[splits[0]])
     widest = max(len(cells[split][tasks[0]]) for split in splits)
-    fig = Figure(figsize=(len(splits) * (1.2 + 0.9 * widest), 1.2 + 0.45 * len(tasks)))
-    axes = fig.subplots(1, len(splits), squeeze=False)[0]
+    panel_height = 0.9 + 0.32 * len(tasks)
+    fig = Figure(figsize=(2.2 + 0.75 * widest, 0.9 + panel_height * len(splits)), layout="constrained")
+    axes = fig.subplots(len(splits), 1, squeeze=False)[:, 0]
     cmap = colormaps["viridis"].with_extremes(bad="lightgrey")
     for ax, split in zip(axes, splits, strict=True):
         encodings = list(cells[split][tasks[0]])
@@ -92,11 +95,11 @@ def plot_accuracy(table: TaskTable, path: Path) -> None:
                 cell = cells[split][task][enc]
                 text = f"{cell.chance_normalised:.2f}" if cell.status == "ok" else cell.status
                 dark = cell.status == "ok" and cell.chance_normalised < 0.5  # dark end of viridis
-                ax.text(j, i, text, ha="center", va="center", fontsize=7, color="white" if dark else "black")
-        ax.set_xticks(range(len(encodings)), encodings, rotation=40, ha="right", fontsize=8)
-        ax.set_yticks(range(len(tasks)), tasks if ax is axes[0] else [""] * len(tasks), fontsize=8)
-        ax.set_title(split)
-    fig.colorbar(image, ax=list(axes), label="chance-normalised accuracy")
+                ax.text(j, i, text, ha="center", va="center", fontsize=8, color="white" if dark else "black")
+        ax.set_xticks(range(len(encodings)), encodings, rotation=35, ha="right", fontsize=8)
+        ax.set_yticks(range(len(tasks)), tasks, fontsize=8)
+        ax.set_title(f"{split}: chance-normalised token accuracy (0 = chance, 1 = perfect)", fontsize=9)
+    fig.colorbar(image, ax=list(axes), label="chance-normalised accuracy", shrink=0.8)
     save_figure(fig, path)
 
 

@@ -1,10 +1,15 @@
-"""Atomic output files of every report: CSV tables and PNG figures (written under a temporary name, renamed)."""
+"""Output files of every report: atomic CSV tables and PNG figures (written under a temporary name, renamed), and
+a whole report published all or nothing."""
 
 from __future__ import annotations
 
 import csv
 import io
 import math
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -30,3 +35,39 @@ def save_figure(fig: Figure, path: Path) -> None:
     """Render with the Agg canvas (no display needed) and write the PNG atomically."""
     FigureCanvasAgg(fig)
     atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=120, bbox_inches="tight"), mode="wb")
+
+
+def publish(out: Path, render: Callable[[Path], list[str]], owned: Iterable[str] = ()) -> None:
+    """Write a report all or nothing. `render(folder)` writes into a fresh folder beside `out` and returns the names
+    it wrote there (files or folders). Only once it has succeeded do they move into `out`, each replacing the entry
+    of the same name; the `owned` names it did not write (outputs of an earlier report that this one does not
+    produce) are removed. A failure while rendering, or while moving (undone), leaves `out` exactly as it was;
+    entries of `out` that are neither written nor owned (other reports, benchmarks) are never touched."""
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
+        staged, previous = Path(tmp) / "new", Path(tmp) / "old"
+        staged.mkdir()
+        previous.mkdir()
+        written = render(staged)
+        set_aside, placed = [], []
+        try:
+            for name in sorted({*written, *owned}):
+                if (out / name).exists():
+                    os.replace(out / name, previous / name)
+                    set_aside.append(name)
+            for name in written:
+                os.replace(staged / name, out / name)
+                placed.append(name)
+        except BaseException:
+            for name in placed:
+                _remove(out / name)
+            for name in set_aside:
+                os.replace(previous / name, out / name)
+            raise
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)

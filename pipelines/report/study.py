@@ -1,8 +1,9 @@
 """The study's output folder: every domain's report in <out>/<domain>/, then summary.md, summary.csv,
 summary.json (strict JSON: NaN becomes null), figure3.png, nll_by_position.png (domains compared per example),
 cd_<blocks>.png (when a Friedman test ran) and extrapolation.csv (when a split past the training length was
-scored). A study file this comparison does not produce is removed, so none from an earlier comparison is left
-beside the new report. Every file is written atomically."""
+scored). All or nothing (pipelines.report.files.publish): everything is rendered into a fresh folder first, and a
+failure leaves the previous results exactly as they were. A study file this comparison does not produce is
+removed, so none from an earlier comparison is left beside the new report."""
 
 from __future__ import annotations
 
@@ -16,24 +17,29 @@ from pipelines.analysis.paper import paper_nll
 from pipelines.analysis.results import DomainResult, Entry
 from pipelines.analysis.stats import significance_stars
 from pipelines.analysis.study import BlockTest, Study
-from pipelines.report.domain import write_domain_report
-from pipelines.report.files import write_csv
+from pipelines.report.domain import render_domain_report
+from pipelines.report.files import publish, write_csv
 from pipelines.report.study_figures import plot_cd, plot_figure3, plot_positions_study
 from pipelines.report.study_markdown import cd_figure, spread_flag, study_markdown
 
 FIGURE3 = "figure3.png"
 POSITIONS_FIGURE = "nll_by_position.png"
 EXTRAPOLATION_CSV = "extrapolation.csv"
+STUDY_FILES = ("summary.md", "summary.csv", "summary.json", FIGURE3, POSITIONS_FIGURE, EXTRAPOLATION_CSV)
 STUDY_CSV_HEADER = [
     "domain",
     "encoding",
     "metric",
     "score",
-    "ci_lo",
-    "ci_hi",
+    "interval",
+    "within_lo",
+    "within_hi",
+    "between_lo",
+    "between_hi",
     "se",
     "n",
     "rank",
+    "seeds_used",
     "seeds",
     "seed_sd",
     "ref",
@@ -47,35 +53,39 @@ STUDY_CSV_HEADER = [
 
 
 def write_study_report(study: Study, out: Path) -> Path:
-    """Write the per-domain reports and the study files into `out`; return its summary.md."""
+    """Write the per-domain reports and the study files into `out`, all or nothing; return its summary.md."""
     out = Path(out)
+    earlier_cd = [path.name for path in out.glob("cd_*.png")]
+    publish(out, lambda folder: render_study(study, folder), owned=[*STUDY_FILES, *earlier_cd])
+    return out / "summary.md"
+
+
+def render_study(study: Study, folder: Path) -> list[str]:
+    """Write the per-domain reports (one folder each) and the study files into `folder`; return their names."""
     for result in study.results:
-        write_domain_report(result, out / result.domain)
+        (folder / result.domain).mkdir()
+        render_domain_report(result, folder / result.domain)
     written = [FIGURE3]
-    plot_figure3(study, out / FIGURE3)
+    plot_figure3(study, folder / FIGURE3)
     if any(result.position_curves for result in study.results):
-        plot_positions_study(study, out / POSITIONS_FIGURE)
+        plot_positions_study(study, folder / POSITIONS_FIGURE)
         written.append(POSITIONS_FIGURE)
     for name, outcome in study.friedman.items():
         if not isinstance(outcome, str):
             result = outcome.result
             title = f"Nemenyi critical difference across {name} (N = {result.n}, alpha {result.alpha:g})"
-            plot_cd(result, outcome.encodings, title, out / cd_figure(name))
+            plot_cd(result, outcome.encodings, title, folder / cd_figure(name))
             written.append(cd_figure(name))
     records = study_records(study)
-    write_csv(out / "summary.csv", STUDY_CSV_HEADER, [_csv_row(record) for record in records])
+    write_csv(folder / "summary.csv", STUDY_CSV_HEADER, [_csv_row(record) for record in records])
     extrapolation = extrapolation_rows(study)
     if extrapolation:
-        write_csv(out / EXTRAPOLATION_CSV, list(extrapolation[0]), [list(row.values()) for row in extrapolation])
+        write_csv(folder / EXTRAPOLATION_CSV, list(extrapolation[0]), [list(row.values()) for row in extrapolation])
         written.append(EXTRAPOLATION_CSV)
-    stale = {FIGURE3, POSITIONS_FIGURE, EXTRAPOLATION_CSV, *(path.name for path in out.glob("cd_*.png"))}
-    for name in stale - set(written):
-        (out / name).unlink(missing_ok=True)
-    write_json(out / "summary.json", _jsonable(_study_json(study, records, extrapolation)))
-    summary = out / "summary.md"
+    write_json(folder / "summary.json", _jsonable(_study_json(study, records, extrapolation)))
     figures = [name for name in written if name.endswith(".png")]
-    write_text(summary, study_markdown(study, figures, extrapolation))
-    return summary
+    write_text(folder / "summary.md", study_markdown(study, figures, extrapolation))
+    return [*study.domains, "summary.md", "summary.csv", "summary.json", *written]
 
 
 def extrapolation_rows(study: Study) -> list[dict]:
@@ -127,11 +137,15 @@ def _entry_record(result: DomainResult, entry: Entry, rank: float, ref: Entry | 
         "encoding": entry.encoding,
         "metric": result.metric.name,
         "score": entry.score,
-        "ci_lo": entry.ci_lo,
-        "ci_hi": entry.ci_hi,
+        "interval": result.interval,
+        "within_lo": entry.ci_lo,
+        "within_hi": entry.ci_hi,
+        "between_lo": entry.between_lo,
+        "between_hi": entry.between_hi,
         "se": math.nan,
         "n": entry.n,
         "rank": rank,
+        "seeds_used": result.seeds.label,
         "seeds": {str(s): v for s, v in entry.seed_scores.items()},
         "seed_sd": entry.seed_sd,
         "ref": result.ref or "",
@@ -151,7 +165,7 @@ def study_records(study: Study) -> list[dict]:
         ref = result.entries.get(study.ref)
         for encoding in [e for e in study.order if e in result.entries]:
             records.append(_entry_record(result, result.entries[encoding], rank[encoding], ref, study.ref))
-    for encoding in study.order:
+    for encoding in [e for e in study.order if e in study.mean_rank]:
         mean, se = study.mean_rank[encoding]
         records.append(
             {
@@ -161,7 +175,7 @@ def study_records(study: Study) -> list[dict]:
                 "metric": "mean rank",
                 "score": mean,
                 "se": se,
-                "n": study.ranked_in[encoding],
+                "n": len(study.results),
             }
         )
     return records
@@ -206,6 +220,8 @@ def _study_json(study: Study, records: list[dict], extrapolation: list[dict]) ->
                 "metric": result.metric.name,
                 "lower_is_better": not result.metric.higher_is_better,
                 "preset": result.preset,
+                "interval": result.interval,
+                "seeds": {"used": result.seeds.used, "expected": result.seeds.expected},
                 "reference": result.ref,
                 "incomplete": result.incomplete,
                 "encodings": {r["encoding"]: r for r in records if r["domain"] == result.domain},
@@ -213,9 +229,10 @@ def _study_json(study: Study, records: list[dict], extrapolation: list[dict]) ->
             for result in study.results
         },
         "mean_rank": {
-            encoding: {"mean": mean, "se": se, "domains": study.ranked_in[encoding]}
+            encoding: {"mean": mean, "se": se, "domains": len(study.results)}
             for encoding, (mean, se) in study.mean_rank.items()
         },
+        "not_ranked": {encoding: {"rank_in": ranks} for encoding, ranks in study.partial_ranks.items()},
         "mean_rank_nll_domains": None
         if study.per_example_mean_rank is None
         else {encoding: {"mean": mean, "se": se} for encoding, (mean, se) in study.per_example_mean_rank.items()},

@@ -50,14 +50,18 @@ def plot_figure3(study: Study, path: Path) -> None:
         ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=8)
         ax.set_ylabel(f"test {result.metric.short} ({result.metric.unit})")
     ax = axes[-1]
-    ranked = [e for e in study.order if study.ranked_in[e]]
+    ranked = [e for e in study.order if e in study.mean_rank]
     means = np.array([study.mean_rank[e][0] for e in ranked])
     errors = np.nan_to_num(np.array([study.mean_rank[e][1] for e in ranked]))
     ax.bar(range(len(ranked)), means, yerr=errors, capsize=3, color=[colours[e] for e in ranked])
     ax.set_xticks(range(len(ranked)), ranked, rotation=45, ha="right", fontsize=8)
     ax.set_ylabel("mean rank (1 = best)")
-    ax.set_title("mean rank ± SE across domains")
-    fig.suptitle(f"test results with 95% within-example intervals; * vs {study.ref} (Holm)", fontsize=9)
+    ax.set_title("mean rank ± SE across domains\n(encodings scored in every domain)", fontsize=10)
+    fig.suptitle(
+        f"test results with 95% within-example intervals (Cousineau-Morey; within-task for tasks); "
+        f"* vs {study.ref} (paired t, Holm)",
+        fontsize=9,
+    )
     save_figure(fig, path)
 
 

@@ -12,7 +12,7 @@ from pipelines.analysis.paper import PAPER_NLL, PAPER_PRESET
 from pipelines.analysis.results import DomainResult, Entry
 from pipelines.analysis.stats import significance_stars
 from pipelines.analysis.study import Study
-from pipelines.report.domain import EXTRAPOLATION_FIGURE, paired_tests_note
+from pipelines.report.domain import EXTRAPOLATION_FIGURE, INTERVAL_METHOD, left_out_note, paired_tests_note
 from pipelines.report.markdown import bold_if, fmt_mean_rank, markdown_table, missing_section
 
 
@@ -23,6 +23,7 @@ def cd_figure(name: str) -> str:
 
 def study_markdown(study: Study, figures: list[str], extrapolation: list[dict]) -> str:
     unfinished = [f"- {domain}: no finished run yet" for domain in study.unfinished_domains]
+    incomplete = [note for result in study.results if (note := left_out_note(result))]
     lines = [
         "# posbench comparison study",
         "",
@@ -32,6 +33,8 @@ def study_markdown(study: Study, figures: list[str], extrapolation: list[dict]) 
         "",
         *unfinished,
         *([""] if unfinished else []),
+        *[f"- {note}" for note in incomplete],
+        *([""] if incomplete else []),
         *_table_section(study),
         *_paper_section(study),
         *_friedman_section(study),
@@ -61,6 +64,8 @@ def _study_cell(result: DomainResult, encoding: str, best: float) -> str:
         # stars: the reference is significantly better (paper 000's marker); daggers: this encoding is better
         mark = significance_stars(test.p_holm)
         text += " " + (mark if test.mean_diff > 0 else "†" * len(mark))
+    if result.seeds.left_out:
+        text += f" ({result.seeds.label})"
     return text
 
 
@@ -72,7 +77,7 @@ def _table_section(study: Study) -> list[str]:
     header.append("mean rank")
     if study.per_example_mean_rank is not None:
         header.append("mean rank (NLL domains)")
-    best_rank = np.nanmin([study.mean_rank[e][0] for e in study.order] + [math.inf])
+    best_rank = np.nanmin([mean for mean, _ in study.mean_rank.values()] + [math.inf])
     refs = {result.ref for result in study.results if result.ref}
     rows = []
     for encoding in study.order:
@@ -82,11 +87,11 @@ def _table_section(study: Study) -> list[str]:
             scores = result.scores()
             best = (max if result.metric.higher_is_better else min)(scores.values()) if scores else math.nan
             cells.append(_study_cell(result, encoding, best))
-        mean, se = study.mean_rank[encoding]
-        text = fmt_mean_rank(mean, se)
-        if 0 < study.ranked_in[encoding] < len(study.results):
-            text += f" ({study.ranked_in[encoding]} of {len(study.results)} domains)"
-        cells.append(bold_if(text, mean == best_rank))
+        if encoding in study.mean_rank:
+            mean, se = study.mean_rank[encoding]
+            cells.append(bold_if(fmt_mean_rank(mean, se), mean == best_rank))
+        else:
+            cells.append("— (not in every domain)" if encoding in study.partial_ranks else "—")
         if study.per_example_mean_rank is not None:
             cells.append(fmt_mean_rank(*study.per_example_mean_rank.get(encoding, (math.nan, math.nan))))
         rows.append([name, *cells])
@@ -97,8 +102,10 @@ def _table_section(study: Study) -> list[str]:
     if per_example:
         lines += [
             "",
-            f"{', '.join(per_example)}: mean test NLL in nats (each test example averaged over its seeds, then over "
-            "the examples) ± the half width of its 95% t-interval over the examples (SPEC 3). Paired two-sided "
+            f"{', '.join(per_example)}: mean test NLL in nats (each test example averaged over the seeds every "
+            "encoding finished, then over the examples) ± the half width of its 95% within-example interval "
+            f"({INTERVAL_METHOD}; paper 000's Figure 3 draws the same; the between-example interval is in "
+            "summary.csv). Paired two-sided "
             "t-tests against the reference on the seed-averaged examples, Holm-corrected over the baselines of each "
             "domain: `*` p < 0.05, `**` p < 0.01, `***` p < 0.001 when the reference has the lower NLL (paper "
             "000, Figure 3); `†`, `††`, `†††` at the same levels when the encoding beats the reference.",
@@ -108,14 +115,17 @@ def _table_section(study: Study) -> list[str]:
             "",
             f"{domain}: token accuracy on each task's test split (seed-averaged), chance-normalised "
             "`(acc - chance) / (1 - chance)` and averaged over the tasks (paper 000, Figure 4) ± the half width "
-            "of its 95% t-interval over the tasks; higher is better; no paired tests. It enters the mean rank as "
+            "of its 95% within-task interval (the same method, tasks as the examples); higher is better; no paired "
+            "tests. It enters the mean rank as "
             "one domain, as each non-text domain does in paper 000's Figure 3 (ranking inside a task by "
             "accuracy or by chance-normalised accuracy is the same); the Friedman test over its tasks is below.",
         ]
     lines += [
         "",
-        "Best per domain in bold. Mean rank: rank within each domain (1 = best, ties averaged), mean over the "
-        "domains where the encoding has a score ± its standard error across domains"
+        "Best per domain in bold; `(2/3 seeds)`: the domain compares only the seeds every encoding finished. Mean "
+        "rank: rank within each domain among the encodings scored in every domain (1 = best, ties averaged), mean "
+        "over the domains ± its standard error across domains; an encoding missing from a domain gets no mean rank "
+        "(its ranks within the domains where it was scored are listed below the table)"
         + (
             f"; `mean rank (NLL domains)` leaves the {', '.join(with_tasks)} domain out, as paper 000's Figure 3 does."
             if study.per_example_mean_rank is not None
@@ -126,7 +136,17 @@ def _table_section(study: Study) -> list[str]:
         "",
     ]
     notes = [f"- {r.domain}: {paired_tests_note(r)}" for r in study.results if r.per_example and r.ref is None]
+    notes += [
+        f"- `{encoding}` has no mean rank: not scored in every domain; its rank within "
+        + ", ".join(f"{domain} {rank:g} of {len(_result(study, domain).entries)}" for domain, rank in ranks.items())
+        + "."
+        for encoding, ranks in study.partial_ranks.items()
+    ]
     return [*lines, *markdown_table(header, rows), "", *notes, *([""] if notes else [])]
+
+
+def _result(study: Study, domain: str) -> DomainResult:
+    return next(result for result in study.results if result.domain == domain)
 
 
 # -------------------------------------------------------------------------------------- paper values

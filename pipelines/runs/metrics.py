@@ -9,6 +9,7 @@ metrics/summary.json               {"splits": {split: entry}}; an entry holds "s
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -57,14 +58,20 @@ def write_summary(run: Path, splits: dict[str, dict]) -> dict:
 # ------------------------------------------------------------------------------------------------ reading
 
 
-def read_json(path: Path) -> dict:
-    with path.open() as f:
-        return json.load(f)
+class RunFileError(ValueError):
+    """A file of a run folder is missing, truncated or corrupt, or holds numbers no comparison can use."""
+
+
+def run_file_error(run: RunFolder, path: Path, what: str) -> RunFileError:
+    """The error for one file of one run: it names the domain, the encoding, the seed and the path."""
+    task = f", task {run.key.task}" if run.key.task else ""
+    return RunFileError(f"{path}: {what} (domain {run.domain}{task}, encoding {run.encoding}, seed {run.seed})")
 
 
 def read_csv(path: Path) -> dict[str, np.ndarray]:
     """A numeric CSV file with a header line as {column: float array}."""
-    with path.open() as f:
+    with path.open() as f, warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "input contained no data": refused just below, by name
         header = f.readline().strip().split(",")
         try:
             values = np.loadtxt(f, delimiter=",", ndmin=2)
@@ -77,9 +84,49 @@ def read_csv(path: Path) -> dict[str, np.ndarray]:
     return dict(zip(header, values.T, strict=True))
 
 
+def read_run_json(run: RunFolder, path: Path) -> dict:
+    """A JSON object of the run's folder; RunFileError naming the run when it is missing, truncated or corrupt."""
+    try:
+        with path.open() as f:
+            value = json.load(f)
+    except FileNotFoundError:
+        raise run_file_error(run, path, "missing") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise run_file_error(run, path, f"truncated or corrupt, not valid JSON ({error})") from None
+    if not isinstance(value, dict):
+        raise run_file_error(run, path, f"expected a JSON object, found {type(value).__name__}")
+    return value
+
+
+def read_run_csv(run: RunFolder, path: Path, columns: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """A numeric metrics table of the run with (at least) these columns, every value finite; RunFileError naming
+    the run otherwise."""
+    try:
+        table = read_csv(path)
+    except FileNotFoundError:
+        raise run_file_error(run, path, "missing") from None
+    except (ValueError, UnicodeDecodeError) as error:
+        raise run_file_error(run, path, f"truncated or corrupt ({str(error).removeprefix(f'{path}: ')})") from None
+    absent = [column for column in columns if column not in table]
+    if absent:
+        raise run_file_error(run, path, f"no column {', '.join(absent)} (header: {', '.join(table)})")
+    for column in columns:
+        bad = np.flatnonzero(~np.isfinite(table[column]))
+        if bad.size:
+            row = int(bad[0])
+            raise run_file_error(
+                run, path, f"{column} is {table[column][row]} in data row {row + 1} ({bad.size} non-finite values)"
+            )
+    return table
+
+
 def split_entries(run: RunFolder) -> dict[str, dict]:
     """metrics/summary.json's {split: entry}."""
-    return read_json(summary_path(run.path))["splits"]
+    path = summary_path(run.path)
+    splits = read_run_json(run, path).get("splits")
+    if not isinstance(splits, dict) or not all(isinstance(entry, dict) for entry in splits.values()):
+        raise run_file_error(run, path, 'expected {"splits": {split: entry}}')
+    return splits
 
 
 def is_evaluated(entry: dict | None) -> bool:
@@ -87,4 +134,8 @@ def is_evaluated(entry: dict | None) -> bool:
 
 
 def read_per_example(run: RunFolder, split: str) -> dict[str, np.ndarray]:
-    return read_csv(per_example_path(run.path, split))
+    return read_run_csv(run, per_example_path(run.path, split), ("example", "nll"))
+
+
+def read_per_position(run: RunFolder, split: str) -> dict[str, np.ndarray]:
+    return read_run_csv(run, per_position_path(run.path, split), ("position", "nll_sum", "tokens"))
