@@ -35,6 +35,13 @@ class GPTConfig:
     def __post_init__(self) -> None:
         if self.norm not in ("layernorm", "rmsnorm"):
             raise ValueError(f"norm must be 'layernorm' or 'rmsnorm', got {self.norm!r}")
+        sizes = {"vocab_size": 1, "context": 2, "n_layer": 1, "n_head": 1, "d_model": 1, "mlp_ratio": 1}
+        small = [f"{name}={getattr(self, name)} (must be >= {least})" for name, least in sizes.items()
+                 if not getattr(self, name) >= least]  # fmt: skip
+        if small:
+            raise ValueError(f"model config: {'; '.join(small)}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"model config: dropout={self.dropout} (must be in [0, 1))")
         if self.d_model % self.n_head:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_head={self.n_head}")
 

@@ -37,6 +37,24 @@ class OptimConfig:
     beta2: float = 0.99
     grad_clip: float = 1.0  # global norm over the default groups; 0 disables
 
+    def __post_init__(self) -> None:
+        problems = [
+            f"{name} = {getattr(self, name)} ({rule})"
+            for name, ok, rule in (
+                ("lr", self.lr > 0, "must be > 0"),
+                ("min_lr", 0 <= self.min_lr <= self.lr, "must be in [0, lr]"),
+                ("warmup_steps", self.warmup_steps >= 0, "must be >= 0"),
+                ("max_steps", self.max_steps >= 1, "must be >= 1"),
+                ("weight_decay", self.weight_decay >= 0, "must be >= 0"),
+                ("beta1", 0 <= self.beta1 < 1, "must be in [0, 1)"),
+                ("beta2", 0 <= self.beta2 < 1, "must be in [0, 1)"),
+                ("grad_clip", self.grad_clip >= 0, "must be >= 0 (0 disables clipping)"),
+            )
+            if not ok
+        ]
+        if problems:
+            raise ValueError(f"optimiser config: {'; '.join(problems)}")
+
     def lr_at(self, step: int) -> float:
         """Linear warmup to `lr` over `warmup_steps`, then cosine decay to `min_lr` at `max_steps`."""
         if step < self.warmup_steps:

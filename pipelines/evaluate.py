@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import torch
@@ -18,19 +19,26 @@ from omegaconf import OmegaConf
 from pipelines.experiment.config import build_datamodule
 from pipelines.experiment.evaluation import evaluate_splits
 from pipelines.runs.layout import MANIFEST
+from pipelines.runs.metrics import read_json_file
 from pipelines.runs.model_file import load_run_model
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run", type=Path, help="a run folder holding manifest.json and model.pt")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args(argv)
-    manifest = json.loads((args.run / MANIFEST).read_text())
+    try:
+        manifest = read_json_file(args.run / MANIFEST)
+        model = load_run_model(args.run, args.device)
+    except (ValueError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     datamodule = build_datamodule(OmegaConf.create(manifest["config"]))
-    summary = evaluate_splits(load_run_model(args.run, args.device), datamodule, args.run, args.device)
+    summary = evaluate_splits(model, datamodule, args.run, args.device)
     print(json.dumps(summary, indent=2))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -95,6 +95,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--data-domains", nargs="*", default=None, help="domains whose preparation is timed")
     parser.add_argument("--out", type=Path, default=Path("results"))
     settings = parser.parse_args(argv)
+    for option, least in (("rounds", 1), ("reps", 1), ("warmup", 0), ("batch_size", 1), ("sweep_batch", 1)):
+        value = getattr(settings, option)
+        if value is not None and value < least:
+            parser.error(f"--{option.replace('_', '-')} must be >= {least}, got {value}")
+    if any(context < 2 for context in settings.contexts):
+        parser.error(f"--contexts must all be >= 2, got {settings.contexts}")
+    for option in ("memory_limit_gb", "max_step_seconds"):
+        if getattr(settings, option) is not None and getattr(settings, option) <= 0:
+            parser.error(f"--{option.replace('_', '-')} must be > 0, got {getattr(settings, option)}")
     if settings.device == "auto":
         settings.device = "cuda" if torch.cuda.is_available() else "cpu"
     settings.device = torch.device(settings.device)

@@ -13,7 +13,6 @@ anything.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +27,7 @@ from models.gpt import GPT
 from models.training import evaluate
 from pipelines.runs.layout import DONE, MANIFEST, YARN_SUFFIX
 from pipelines.runs.manifest import eval_tokens_per_s
-from pipelines.runs.metrics import write_split_metrics, write_summary
+from pipelines.runs.metrics import read_json_file, write_split_metrics, write_summary
 
 
 def evaluate_splits(
@@ -74,7 +73,7 @@ def evaluate_yarn(run: Path, model: GPT, datamodule: SequenceDataModule, device:
     lengths = [w.window_length for s in datamodule.eval_split_names if (w := _windows_or_none(datamodule, s))]
     if not any(length > model.cfg.context for length in lengths):
         return None
-    manifest = json.loads((run / MANIFEST).read_text())
+    manifest = read_json_file(run / MANIFEST)
     encoding = manifest["run"]["pe_id"] + YARN_SUFFIX
     folder = run.parent.parent / encoding / run.name
     summary = evaluate_splits(model, datamodule, folder, device, adapt=with_yarn)

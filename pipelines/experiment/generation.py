@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from domains.stored import StoredDataModule
 from models.sampling import sample_continuation
 from pipelines.experiment.config import build_datamodule
 from pipelines.runs.layout import MANIFEST
+from pipelines.runs.metrics import read_json_file
 from pipelines.runs.model_file import load_run_model
 
 
@@ -29,11 +29,13 @@ def generate_midi(
     run: Path, out: Path, prompt_tokens: int, new_tokens: int, temperature: float, seed: int, device: str
 ) -> Path:
     """Sample `new_tokens` after the first `prompt_tokens` of the first test example; write prompt + continuation."""
-    manifest = json.loads((run / MANIFEST).read_text())
+    manifest = read_json_file(run / MANIFEST)
     datamodule = build_datamodule(OmegaConf.create(manifest["config"]))
     write = midi_writer(datamodule)
     datamodule.prepare_data()
     example = np.asarray(datamodule.split("test").example(0), dtype=np.int64)
+    if new_tokens < 0:
+        raise ValueError(f"--new-tokens must be >= 0, got {new_tokens}")
     if not 1 <= prompt_tokens <= len(example):
         raise ValueError(f"--prompt-tokens must be in 1..{len(example)} (the first test example's length)")
     model = load_run_model(run, device)

@@ -1,11 +1,12 @@
 """Train one run (domain [task] x encoding x seed), evaluate it and write its manifest: what `pipelines.train`
 and every sweep worker call.
 
-The run folder is a function of the config (pipelines.runs.layout). A run with DONE is skipped; a run with a
-checkpoint resumes from it (the data stream restarts at the restored step, so the resumed run sees the batches
-the uninterrupted one would). A NaN loss stops the run with FAILED and no results; the last good checkpoint
-stays. A rope run with evaluation splits longer than its context also writes its YaRN sibling
-(pipelines.experiment.evaluation).
+The run folder is a function of the config (pipelines.runs.layout). The trainer settings are checked before
+anything is written (TrainerSettings), and the folder is held by one process at a time (pipelines.runs.lock). A
+run with DONE is skipped; a run with a checkpoint resumes from it (the data stream restarts at the restored step,
+so the resumed run sees the batches the uninterrupted one would). A NaN loss stops the run with FAILED and no
+results; the last good checkpoint stays. A rope run with evaluation splits longer than its context also writes its
+YaRN sibling (pipelines.experiment.evaluation).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import logging
 import os
 import time
+from contextlib import nullcontext
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -21,13 +24,16 @@ import lightning as L
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from domains.atomic import atomic_path, write_json
+from domains.atomic import atomic_path, write_json, write_text
+from models.gpt import GPTConfig
 from models.training import DecoderLM, OptimConfig
 from pipelines.experiment.config import build_datamodule, model_config
 from pipelines.experiment.evaluation import evaluate_splits, evaluate_yarn
 from pipelines.runs.layout import CHECKPOINTS, DONE, FAILED, TRAIN_LOG, run_folder
+from pipelines.runs.lock import RunLock
 from pipelines.runs.manifest import write_run_manifest
 from pipelines.runs.model_file import save_run_model
 
@@ -42,21 +48,82 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             torch.save(checkpoint, tmp)
 
 
+@dataclass(frozen=True)
+class TrainerSettings:
+    """The `trainer` config group, checked before anything is written: an unknown key (a typo) or a count that is
+    zero or negative fails here, naming the setting, instead of training forever, writing done.json for an
+    untrained model, or failing deep inside a data loader."""
+
+    max_steps: int
+    batch_size: int
+    eval_batch_size: int
+    val_every: int
+    val_batches: int | float  # Lightning's limit_val_batches: a count, or a fraction of the split
+    ckpt_every: int
+    precision: str | int
+    accelerator: str
+    devices: int | str | list[int]  # Lightning's: a count, "auto", or the device indices
+    strategy: str
+    num_workers: int
+    optim: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        def count(value: Any, least: int) -> bool:
+            return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+        rules = {
+            "max_steps": (count(self.max_steps, 1), "a whole number >= 1"),
+            "batch_size": (count(self.batch_size, 1), "a whole number >= 1"),
+            "eval_batch_size": (count(self.eval_batch_size, 1), "a whole number >= 1"),
+            "val_every": (count(self.val_every, 1), "a whole number >= 1"),
+            "ckpt_every": (count(self.ckpt_every, 1), "a whole number >= 1"),
+            "num_workers": (count(self.num_workers, 0), "a whole number >= 0"),
+            "val_batches": (
+                count(self.val_batches, 1) or (isinstance(self.val_batches, float) and 0 < self.val_batches <= 1),
+                "a whole number >= 1 or a fraction in (0, 1]",
+            ),
+            "devices": (not isinstance(self.devices, int) or count(self.devices, 1), "at least 1"),
+        }
+        problems = [
+            f"trainer.{name} = {getattr(self, name)!r} (must be {rule})" for name, (ok, rule) in rules.items() if not ok
+        ]
+        if problems:
+            raise ValueError(f"invalid trainer settings: {'; '.join(problems)}")
+        OptimConfig(**self.optim, max_steps=self.max_steps)  # an optimiser typo or bad value fails here too
+
+    @classmethod
+    def of(cls, cfg: DictConfig) -> TrainerSettings:
+        settings = OmegaConf.to_container(cfg.trainer, resolve=True)
+        unknown = sorted(set(settings) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown trainer settings {unknown}; valid: {', '.join(f.name for f in fields(cls))}")
+        return cls(**settings)
+
+
 class TrainLog(Callback):
-    """Appends step, loss and lr to train_log.csv and measures training tokens/s (forward, backward, step)."""
+    """Appends step, loss and lr to train_log.csv and measures training tokens/s (forward, backward, step). The
+    time and tokens are part of the checkpoint, so a resumed run reports the figure over all of its training."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.seconds = 0.0
         self.tokens = 0
 
+    def state_dict(self) -> dict[str, float]:
+        return {"seconds": self.seconds, "tokens": self.tokens}
+
+    def load_state_dict(self, state: dict[str, float]) -> None:
+        self.seconds, self.tokens = float(state["seconds"]), int(state["tokens"])
+
     def on_train_start(self, trainer, module) -> None:
-        # After a resume, drop rows the killed process wrote past its last checkpoint.
+        # After a resume, drop rows the killed process wrote past its last checkpoint (and a row it was cut off
+        # writing), so the log holds each step once.
         kept = []
         if self.path.exists():
-            lines = self.path.read_text().splitlines()[1:]
-            kept = [line for line in lines if int(line.split(",")[0]) < trainer.global_step]
-        self.path.write_text("\n".join(["step,loss,lr", *kept]) + "\n")
+            rows = [line.split(",") for line in self.path.read_text().splitlines()[1:]]
+            kept = [",".join(r) for r in rows if len(r) == 3 and r[0].isdigit() and int(r[0]) < trainer.global_step]
+        if trainer.is_global_zero:
+            write_text(self.path, "\n".join(["step,loss,lr", *kept]) + "\n")
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
         self._lr = trainer.optimizers[0].param_groups[0]["lr"]  # the rate this step is taken with
@@ -80,11 +147,28 @@ def train_and_evaluate(cfg: DictConfig, callbacks: list[Callback] | None = None)
     if (folder / DONE).exists():
         log.info("%s: finished already, skipped", folder)
         return folder
+    settings = TrainerSettings.of(cfg)  # bad or misspelt trainer settings fail here, before anything is written
+    if not (isinstance(cfg.seed, int) and cfg.seed >= 0):
+        raise ValueError(f"seed = {cfg.seed!r} (must be a whole number >= 0: it seeds the data stream)")
     datamodule = build_datamodule(cfg)  # unknown task names fail here, before training
     model_cfg = model_config(cfg, datamodule.vocab_size)  # unknown encodings fail here
-    optim = {**OmegaConf.to_container(cfg.trainer.optim, resolve=True), "max_steps": cfg.trainer.max_steps}
-    OptimConfig(**optim)  # a typo in the optimiser config fails before training
-    folder.mkdir(parents=True, exist_ok=True)
+    GPTConfig(**model_cfg)  # so do impossible model sizes
+    # Only the first process owns the folder: DDP's other ranks (and SLURM's other tasks) train beside it.
+    with RunLock(folder) if rank_zero_only.rank == 0 else nullcontext():
+        if (folder / DONE).exists():  # finished by the process whose lock this one waited out
+            return folder
+        return _train_and_evaluate(cfg, folder, settings, datamodule, model_cfg, callbacks)
+
+
+def _train_and_evaluate(
+    cfg: DictConfig,
+    folder: Path,
+    settings: TrainerSettings,
+    datamodule,
+    model_cfg: dict[str, Any],
+    callbacks: list[Callback] | None,
+) -> Path:
+    optim = {**settings.optim, "max_steps": settings.max_steps}
     (folder / FAILED).unlink(missing_ok=True)
 
     L.seed_everything(cfg.seed, workers=True, verbose=False)
@@ -93,14 +177,14 @@ def train_and_evaluate(cfg: DictConfig, callbacks: list[Callback] | None = None)
     train_log = TrainLog(folder / TRAIN_LOG)
     trainer = L.Trainer(
         default_root_dir=folder,
-        max_steps=cfg.trainer.max_steps,
-        accelerator=cfg.trainer.accelerator,
-        devices=cfg.trainer.devices,
-        strategy=cfg.trainer.strategy,
-        precision=cfg.trainer.precision,
-        val_check_interval=cfg.trainer.val_every,
+        max_steps=settings.max_steps,
+        accelerator=settings.accelerator,
+        devices=settings.devices,
+        strategy=settings.strategy,
+        precision=settings.precision,
+        val_check_interval=settings.val_every,
         check_val_every_n_epoch=None,
-        limit_val_batches=cfg.trainer.val_batches,
+        limit_val_batches=settings.val_batches,
         num_sanity_val_steps=0,
         logger=False,
         enable_progress_bar=os.environ.get("POSBENCH_PROGRESS", "1") == "1",
@@ -108,7 +192,7 @@ def train_and_evaluate(cfg: DictConfig, callbacks: list[Callback] | None = None)
         plugins=[AtomicCheckpointIO()],
         callbacks=[
             ModelCheckpoint(
-                dirpath=folder / CHECKPOINTS, save_top_k=0, save_last=True, every_n_train_steps=cfg.trainer.ckpt_every
+                dirpath=folder / CHECKPOINTS, save_top_k=0, save_last=True, every_n_train_steps=settings.ckpt_every
             ),
             train_log,
             *(callbacks or []),

@@ -47,8 +47,10 @@ class Job:
 
     def tokens_per_s(self) -> float | None:
         if self.status in ("done", "skipped"):
-            manifest = self.folder / MANIFEST
-            return json.loads(manifest.read_text()).get("tokens_per_s") if manifest.exists() else None
+            try:
+                return json.loads((self.folder / MANIFEST).read_text()).get("tokens_per_s")
+            except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+                return None  # the view shows no figure; the report names a damaged manifest
         if self.status == "running" and self.first_seen:
             began, step0 = self.first_seen
             elapsed = time.time() - began

@@ -4,12 +4,18 @@ Isolated (the default for sweeps): each run in its own `python -m pipelines.trai
 out-of-memory stays inside its run, `workers` at a time: one per GPU, each seeing only its GPU through
 CUDA_VISIBLE_DEVICES; on a CPU one per core, each with cores / workers threads. Pooled (the demo): warm worker
 processes that each take many runs, for sweeps of runs lasting seconds. A failed run does not stop the sweep.
+Every run's process dies with the sweep (on Linux, a parent-death signal), so a killed sweep leaves no orphan
+training; and a run folder is held by one process at a time (pipelines.runs.lock), so a rerun never trains a
+folder twice.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -22,6 +28,18 @@ from pipelines.launch.jobs import Job
 from pipelines.launch.progress import ProgressView
 from pipelines.runs.layout import DONE, FAILED
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(parent: int) -> None:
+    """Run in a child process: have the kernel send it SIGTERM when its parent dies, even by SIGKILL (Linux; a
+    no-op elsewhere). Lightning turns SIGTERM into an error at the next step, so the run records failed.json."""
+    if not sys.platform.startswith("linux"):
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os.kill(os.getpid(), signal.SIGTERM)
+
 
 def _job_env(threads: int, gpu: int | None) -> dict[str, str]:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "POSBENCH_PROGRESS": "0"}
@@ -32,9 +50,12 @@ def _job_env(threads: int, gpu: int | None) -> dict[str, str]:
 
 def _failure_reason(job: Job, fallback: str) -> str:
     failed = job.folder / FAILED
-    if failed.exists():
+    try:
         return json.loads(failed.read_text()).get("error", fallback)
-    return fallback
+    except FileNotFoundError:
+        return fallback
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        return f"{fallback} ({failed} is unreadable)"
 
 
 def _run_isolated(jobs: list[Job], workers: int, threads: int, gpus: list[int], view: ProgressView) -> None:
@@ -49,7 +70,13 @@ def _run_isolated(jobs: list[Job], workers: int, threads: int, gpus: list[int], 
             job.folder.mkdir(parents=True, exist_ok=True)
             out = open(job.folder / "train.out", "w")  # noqa: SIM115  (closed when the process ends)
             command = [sys.executable, "-m", "pipelines.train", *job.overrides]
-            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=_job_env(threads, gpu))
+            process = subprocess.Popen(
+                command,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=_job_env(threads, gpu),
+                preexec_fn=functools.partial(die_with_parent, os.getpid()),
+            )
             job.status, job.began, job.first_seen = "running", time.time(), (time.time(), job.step)
             running[process] = (job, gpu, out)
         time.sleep(0.5)
@@ -88,7 +115,9 @@ def _train_in_process(overrides: list[str], threads: int) -> float:
 def _run_pooled(jobs: list[Job], workers: int, threads: int, view: ProgressView) -> None:
     """Warm worker processes that each take many runs: for sweeps of runs lasting seconds (the demo). A worker
     that dies (segfault, OOM kill) breaks the pool: its unfinished runs are failed, to be rerun by the next sweep."""
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=get_context("spawn"), initializer=die_with_parent, initargs=(os.getpid(),)
+    ) as pool:
         futures: dict[Future, Job] = {}
         for job in jobs:
             if job.status == "queued":

@@ -84,18 +84,31 @@ def read_csv(path: Path) -> dict[str, np.ndarray]:
     return dict(zip(header, values.T, strict=True))
 
 
-def read_run_json(run: RunFolder, path: Path) -> dict:
-    """A JSON object of the run's folder; RunFileError naming the run when it is missing, truncated or corrupt."""
+def _json_object(path: Path) -> dict:
+    """The JSON object in `path`; RunFileError starting with the path when it is missing, truncated or corrupt."""
     try:
         with path.open() as f:
             value = json.load(f)
     except FileNotFoundError:
-        raise run_file_error(run, path, "missing") from None
+        raise RunFileError(f"{path}: missing") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise run_file_error(run, path, f"truncated or corrupt, not valid JSON ({error})") from None
+        raise RunFileError(f"{path}: truncated or corrupt, not valid JSON ({error})") from None
     if not isinstance(value, dict):
-        raise run_file_error(run, path, f"expected a JSON object, found {type(value).__name__}")
+        raise RunFileError(f"{path}: expected a JSON object, found {type(value).__name__}")
     return value
+
+
+def read_json_file(path: Path) -> dict:
+    """A JSON object of a run folder given by path (the entry points' argument); RunFileError naming the file."""
+    return _json_object(path)
+
+
+def read_run_json(run: RunFolder, path: Path) -> dict:
+    """A JSON object of the run's folder; RunFileError naming the run when it is missing, truncated or corrupt."""
+    try:
+        return _json_object(path)
+    except RunFileError as error:
+        raise run_file_error(run, path, str(error).removeprefix(f"{path}: ")) from None
 
 
 def read_run_csv(run: RunFolder, path: Path, columns: tuple[str, ...]) -> dict[str, np.ndarray]:

@@ -23,7 +23,16 @@ def save_run_model(run: Path, model: GPT, model_config: dict[str, Any]) -> None:
 
 def load_run_model(run: Path, device: str | torch.device = "cpu") -> GPT:
     path = run / MODEL
-    saved = torch.load(path, map_location=device, weights_only=True)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no model file; is {run} a finished run folder?")
+    try:
+        saved = torch.load(path, map_location=device, weights_only=True)
+    except (RuntimeError, EOFError, OSError, ValueError) as error:
+        raise ValueError(
+            f"{path}: truncated or corrupt ({error}); evaluate from the run's checkpoint or train again"
+        ) from None
+    if not isinstance(saved, dict) or "config" not in saved or "state_dict" not in saved:
+        raise ValueError(f"{path}: not a posbench model file (no config and state_dict)")
     if saved.get("format", 1) != MODEL_FORMAT:
         raise ValueError(
             f"{path}: weights saved in model format {saved.get('format', 1)}, this code reads format {MODEL_FORMAT} "
