@@ -35,6 +35,14 @@ class EmptySplitError(ValueError):
     """The domain has no example for this evaluation split (say, no task size in its length range)."""
 
 
+def check_minimum(where: str, minimum: int, **settings: Any) -> None:
+    """Raise ValueError naming the first of `settings` that is not an integer >= `minimum` (a size, a count or a
+    seed given as 0, negative or fractional would otherwise fail later, far from the setting, or not at all)."""
+    for name, value in settings.items():
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+            raise ValueError(f"{where}: {name} must be an integer >= {minimum}, got {value!r}")
+
+
 class TrainStream(IterableDataset):
     """Infinite stream of training batches from `start_step` on; batch s holds samples s*B .. s*B+B-1 (this
     rank's share). With loader workers, worker w of n produces steps start+w, start+w+n, ... and the loader
@@ -191,6 +199,10 @@ class SequenceDataModule(L.LightningDataModule, ABC):
 
     def __init__(self, *, context: int, batch_size: int, eval_batch_size: int, seed: int, num_workers: int = 0) -> None:
         super().__init__()
+        # context 1 would leave nothing to score: a window's first token has no history
+        check_minimum(self.domain, 2, context=context)
+        check_minimum(self.domain, 1, batch_size=batch_size, eval_batch_size=eval_batch_size)
+        check_minimum(self.domain, 0, seed=seed, num_workers=num_workers)  # numpy seeds are non-negative
         self.context, self.batch_size, self.eval_batch_size = context, batch_size, eval_batch_size
         self.seed, self.num_workers = seed, num_workers
         self._windows: dict[str, EvalWindows] = {}

@@ -6,12 +6,15 @@ windows from the store's splits, each an `ExampleSplit` (a length and numbered t
 
 `TokenStoreDataModule` is the usual kind: the domain turns its raw files into token arrays per split, kept in
 `domains.store`'s token store, and preparation is skipped when the store was built from the same raw bytes with the
-same settings. A domain whose store holds something else (HRG: base codes per chromosome, tokenised when read)
-subclasses `StoredDataModule` directly with its own `build_store` and `open_split`.
+same settings and its files are intact; otherwise a new store is built beside the old one and replaces it only
+when complete (a failed build leaves the old store as it was). A domain whose store holds something else (HRG:
+base codes per chromosome, tokenised when read) subclasses `StoredDataModule` directly with its own `build_store`
+and `open_split`.
 """
 
 from __future__ import annotations
 
+import logging
 from abc import abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,12 +27,26 @@ from domains.base import (
     EvalWindows,
     SequenceDataModule,
     Window,
+    check_minimum,
     padded_window,
     windows_from_examples,
 )
 from domains.fetch import fetch, store_dir
 from domains.hash_cache import cached_sha256
-from domains.store import SPLITS, Split, is_current, read_meta, read_split, write_store
+from domains.store import (
+    SPLITS,
+    Split,
+    StoreError,
+    building,
+    damage,
+    is_current,
+    locked,
+    read_meta,
+    read_split,
+    write_store,
+)
+
+log = logging.getLogger("posbench.store")
 
 
 @dataclass(frozen=True)
@@ -65,16 +82,27 @@ class StoredDataModule(SequenceDataModule, Generic[SplitT]):
         store: str | Path | None = None,
         eval_stride: int | None = None,
         extrapolation: list[int] | None = None,
+        eval_examples: int | None = None,
         **kwargs: Any,
     ) -> None:
+        """eval_stride: tokens between sliding evaluation windows past the context (None: context // 2);
+        extrapolation: factors f of the test_<f>x splits; eval_examples: a debugging aid, evaluate only this many
+        evenly spaced examples of each evaluation split (None: every example)."""
         super().__init__(**kwargs)
         self.store = Path(store) if store else store_dir(self.domain)
-        self.eval_stride = eval_stride or self.context // 2
+        self.eval_stride = self.context // 2 if eval_stride is None else eval_stride
+        check_minimum(self.domain, 1, eval_stride=self.eval_stride)
+        if self.eval_stride >= self.context:  # each window's first scored token needs history
+            raise ValueError(f"{self.domain}: eval_stride must be below the context {self.context}, got {eval_stride}")
+        if eval_examples is not None:
+            check_minimum(self.domain, 1, eval_examples=eval_examples)
+        self.eval_examples = eval_examples
         self._splits: dict[str, SplitT] = {}
         # Extrapolation splits test_<f>x: test material in windows of f x context tokens, scored whole
+        for factor in extrapolation or ():
+            if isinstance(factor, bool) or not isinstance(factor, (int, np.integer)) or factor < 2:
+                raise ValueError(f"{self.domain}: extrapolation factors must be integers >= 2, got {extrapolation}")
         self.extrapolation = tuple(int(f) for f in extrapolation or ())
-        if any(f < 2 for f in self.extrapolation):
-            raise ValueError(f"{self.domain}: extrapolation factors must be >= 2, got {list(self.extrapolation)}")
         self.eval_split_names = ("test", *(f"test_{f}x" for f in self.extrapolation))
 
     # ---- what a stored domain provides ------------------------------------------------------------------
@@ -144,13 +172,22 @@ class StoredDataModule(SequenceDataModule, Generic[SplitT]):
         sequences = self.long_test_sequences(length)
         if not sequences:
             raise EmptySplitError(f"{self.domain} {split}: no test material of {length} tokens ({factor}x context)")
+        sequences = [sequences[i] for i in self.eval_example_indices(len(sequences))]
         return windows_from_examples(sequences, length, length, self.pad_id)
 
     def build_split_windows(self, split: str) -> EvalWindows:
-        """Evaluation windows of a stored split: each example scored whole with sliding windows of `context`."""
+        """Evaluation windows of a stored split: each example (of eval_example_indices) scored whole with sliding
+        windows of `context`."""
         data = self.split(split)
-        examples = [np.asarray(data.example(i)) for i in range(len(data))]
+        examples = [np.asarray(data.example(i)) for i in self.eval_example_indices(len(data))]
         return windows_from_examples(examples, self.context, self.eval_stride, self.pad_id)
+
+    def eval_example_indices(self, count: int) -> np.ndarray:
+        """Which of an evaluation split's `count` examples are scored: all, or `eval_examples` of them evenly
+        spaced from the first to the last (a debugging aid)."""
+        if self.eval_examples is None or self.eval_examples >= count:
+            return np.arange(count)
+        return np.linspace(0, count - 1, self.eval_examples).round().astype(np.int64)
 
     def extrapolation_factor(self, split: str) -> int | None:
         """f for an extrapolation split `test_<f>x` of this datamodule, None for any other split."""
@@ -191,11 +228,14 @@ class StoredDataModule(SequenceDataModule, Generic[SplitT]):
 
 class TokenStoreDataModule(StoredDataModule[Split]):
     """A stored domain whose store is token arrays per split (`domains.store`), rebuilt only when the raw files'
-    digests or the preparation settings change."""
+    digests or the preparation settings change, or the store is damaged."""
+
+    _building: Path | None = None  # the new store's folder while build_store builds it
 
     @abstractmethod
     def build_splits(self, raw: dict[str, Path]) -> tuple[dict[str, list[np.ndarray]], dict[str, Any]]:
-        """Token arrays per split (train/val/test) and extra meta.json entries, from the fetched raw files."""
+        """Token arrays per split (train/val/test) and extra meta.json entries, from the fetched raw files; any
+        file of the domain's own in the store is written to `new_store_file(name)`."""
 
     def raw_hashes(self, raw: dict[str, Path]) -> dict[str, str]:
         """What identifies the raw inputs in meta.json (and the run manifests): their sha256 by default (cached
@@ -204,22 +244,54 @@ class TokenStoreDataModule(StoredDataModule[Split]):
         return {relpath: digests[Path(path)] for relpath, path in raw.items()}
 
     def build_store(self, raw: dict[str, Path]) -> dict[str, Any]:
-        """Build the token store unless meta.json records these raw digests and preparation settings."""
+        """Build the token store unless meta.json records these raw digests and preparation settings and the
+        store's files are intact. A new store is built beside the old one and replaces it when complete."""
         hashes = self.raw_hashes(raw)
         settings = self.preparation_settings()
-        meta = read_meta(self.store)
-        if is_current(meta, hashes, settings=settings):
-            return meta
-        (self.store / "meta.json").unlink(missing_ok=True)  # build_splits may write into the store: mark it stale
-        splits, extra = self.build_splits(raw)
-        return write_store(
-            self.store,
-            domain=self.domain,
-            vocab_size=self.vocab_size,
-            splits=splits,
-            raw_sha256=hashes,
-            extra={"settings": settings, **extra},
-        )
+        with locked(self.store):
+            meta = self.current_meta(hashes, settings)
+            if meta is not None:
+                return meta
+            with building(self.store) as folder:
+                self._building = folder
+                try:
+                    splits, extra = self.build_splits(raw)
+                    meta = write_store(
+                        folder,
+                        domain=self.domain,
+                        vocab_size=self.vocab_size,
+                        splits=splits,
+                        raw_sha256=hashes,
+                        extra={"settings": settings, **extra},
+                    )
+                finally:
+                    self._building = None
+        self._splits.clear()  # splits and windows opened before come from the replaced store
+        self._windows.clear()
+        return meta
+
+    def current_meta(self, raw_sha256: dict[str, str], settings: dict[str, Any]) -> dict[str, Any] | None:
+        """meta.json when the store was built from these raw files and settings and its files are intact (every
+        file's size and sha256), else None; a damaged store is logged."""
+        try:
+            meta = read_meta(self.store)
+        except StoreError as err:
+            log.warning("%s; rebuilding the %s store", err, self.domain)
+            return None
+        if not is_current(meta, raw_sha256, settings=settings):
+            return None
+        reason = damage(self.store, meta)
+        if reason is not None:
+            log.warning("the %s store is damaged (%s); rebuilding it", self.domain, reason)
+            return None
+        return meta
+
+    def new_store_file(self, name: str) -> Path:
+        """Where build_splits writes a file of its own beside the splits: into the store being built (recorded in
+        its meta.json and swapped in with it)."""
+        if self._building is None:
+            raise RuntimeError(f"{self.domain}: store files are written only while build_store builds the store")
+        return self._building / name
 
     def open_split(self, name: str) -> Split:
-        return read_split(self.store, name)
+        return read_split(self.store, name, self.meta)

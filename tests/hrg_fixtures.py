@@ -24,6 +24,9 @@ from domains.hrg.genome import PRIMARY_CHROMOSOMES
 from domains.hrg.windows import example_count
 
 LINE_WIDTHS = (60, 61, 70, 50, 80, 79, 13)
+# The small genome of most HRG tests: a few kbases per chromosome, split by chromosome as the real one is.
+SMALL_SPLIT = {"train": ["chr1", "chr2"], "val": ["chr21"], "test": ["chr22"]}
+SMALL_LENGTHS = {"chr1": 7_000, "chr2": 5_333, "chr21": 3_100, "chr22": 6_160}
 # chr22 (test) and chr21 (val) sizes give whole numbers of tiny and paper windows plus a partial tail.
 MIRROR_LENGTHS = {c: 30_000 + 1_500 * i for i, c in enumerate(PRIMARY_CHROMOSOMES)} | {"chr21": 43_000, "chr22": 61_000}
 
@@ -55,6 +58,11 @@ def write_mirror(folder: Path, lengths: dict[str, int] | None = None, seed: int 
         md5_lines.append(f"{hashlib.md5(data).hexdigest()}  {name}.fa.gz\n")
     (target / "md5sum.txt").write_text("".join(md5_lines))
     return letters
+
+
+def split_overrides() -> list[str]:
+    """Config overrides that give the hrg domain SMALL_SPLIT."""
+    return [f"domain.args.split.{name}=[{','.join(chroms)}]" for name, chroms in SMALL_SPLIT.items()]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -144,6 +144,20 @@ def write_night(folder: Path, spec: NightSpec, seed: int = 0) -> None:
         write_hypnogram(folder / spec.hypnogram_name, spec.annotations())
 
 
+def short_night(subject, night, wake_before=300, wake_after=240, **kwargs) -> NightSpec:
+    """Minutes-long night: wake, all stages and a movement epoch, wake, then '?' past the end of the recording."""
+    sleep = (("1", 60), ("2", 120), ("M", 30), ("3", 60), ("4", 60), ("2", 30), ("R", 90))
+    runs = (("W", wake_before), *sleep, ("W", wake_after), ("?", 600))
+    return NightSpec(subject, night, runs, wake_before + 450 + wake_after, **kwargs)
+
+
+def write_small_mirror(folder: Path) -> Path:
+    """Three subjects' short nights (subjects 2, 13, 36: one train, one val, one test subject) in `folder`."""
+    for subject in (2, 13, 36):
+        write_night(folder, short_night(subject, 2 if subject == 36 else 1))
+    return folder
+
+
 def copy_real_sample(folder: Path) -> bool:
     """The real first 300 s of SC4001E0 and its hypnogram (all wake: a night the preparation skips), if present."""
     if not REAL_SAMPLE.is_dir():

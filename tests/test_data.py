@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import http.server
 import json
+import logging
+import re
 import threading
 
 import numpy as np
@@ -17,7 +21,7 @@ from domains.hrg import HRGDataModule
 from domains.jsb import JSBDataModule
 from domains.maestro import MaestroDataModule
 from domains.sleep_edf import SleepEDFDataModule
-from domains.store import read_split
+from domains.store import locked, read_split
 from domains.stored import RawFile, TokenStoreDataModule
 from domains.synthetic import SyntheticDataModule
 from domains.synthetic.registry import TASKS
@@ -167,7 +171,7 @@ def lines_module(**kwargs):
 def test_store_meta_counts_and_contents(mirror, tmp_path):
     meta = lines_module().prepare_data()
     lengths = [len(f"line number {i} ") + i * 7 for i in range(11)]
-    assert meta["domain"] == "lines_test" and meta["vocab_size"] == 128 and meta["format_version"] == 1
+    assert meta["domain"] == "lines_test" and meta["vocab_size"] == 128 and meta["format_version"] == 2
     assert meta["splits"] == {
         "train": {"examples": 6, "tokens": sum(lengths[:6])},
         "val": {"examples": 2, "tokens": sum(lengths[6:8])},
@@ -178,6 +182,10 @@ def test_store_meta_counts_and_contents(mirror, tmp_path):
     assert meta["lines"] == 11
     store = tmp_path / "data" / "stores" / "lines_test"
     assert json.loads((store / "meta.json").read_text()) == meta
+    assert meta["files"] == {
+        path.name: {"bytes": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+        for path in store.glob("*.npy")
+    }
     test = read_split(store, "test")
     assert bytes(test.example(1)).decode() == raw.decode().splitlines()[9]
     assert isinstance(test.tokens, np.memmap) and test.tokens.dtype == np.uint8
@@ -190,7 +198,7 @@ def test_preparation_is_idempotent_and_rebuilds_on_new_raw_bytes(mirror, tmp_pat
     stamp = meta_path.stat().st_mtime_ns
     dm.prepare_data()
     assert dm.builds == 1 and meta_path.stat().st_mtime_ns == stamp
-    (tmp_path / "data" / "raw" / "lines_test" / "lines.txt").write_text("changed\n" * 12)
+    (mirror / "lines_test" / "lines.txt").write_text("changed\n" * 12)
     dm.prepare_data()
     assert dm.builds == 2 and json.loads(meta_path.read_text())["splits"]["train"]["tokens"] == 6 * 7
 
@@ -221,8 +229,9 @@ def test_extrapolation_splits_cut_test_material_into_whole_windows_of_f_times_co
     with pytest.raises(EmptySplitError, match="lines_test test_8x: no test material of 128 tokens"):
         dm.eval_windows("test_8x")
     assert dm.data_hashes()["eval/test_8x"].startswith("empty: ")
-    with pytest.raises(ValueError, match="extrapolation factors must be >= 2"):
-        lines_module(extrapolation=[1])
+    for factors in ([1], [2.5]):
+        with pytest.raises(ValueError, match=r"extrapolation factors must be integers >= 2, got \["):
+            lines_module(extrapolation=factors)
 
 
 def test_mirror_missing_file_names_the_path(mirror):
@@ -237,6 +246,148 @@ def test_wrong_checksum_names_file_and_expected_hash(mirror, tmp_path):
     with pytest.raises(FetchError, match=r"lines\.txt: sha256 [0-9a-f]{64}, expected 0{64}"):
         dm.prepare_data()
     assert not (tmp_path / "data" / "raw" / "lines_test" / "lines.txt").exists()
+
+
+def store_files(store) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(store.iterdir())}
+
+
+def test_eval_examples_scores_evenly_spaced_examples_of_every_evaluation_split(mirror):
+    dm = lines_module(eval_examples=2, extrapolation=[2])
+    dm.prepare_data()
+    test = [np.asarray(dm.split("test").example(i)) for i in range(3)]
+    windows = dm.eval_windows("test")
+    assert windows.n_examples == 2
+    assert windows.digest() == windows_from_examples([test[0], test[2]], 16, 8, 0).digest()
+    pieces = [line[s : s + 32] for line in test for s in range(0, len(line) - 31, 32)]
+    assert len(pieces) > 2 and dm.eval_windows("test_2x").tokens.tolist() == [pieces[0].tolist(), pieces[-1].tolist()]
+    assert lines_module(eval_examples=5).eval_windows("test").n_examples == 3  # more than there are: all
+    with pytest.raises(ValueError, match=r"^lines_test: eval_examples must be an integer >= 1, got 0$"):
+        lines_module(eval_examples=0)
+
+
+def test_a_failed_rebuild_leaves_the_previous_store_as_it_was(mirror, tmp_path):
+    dm = lines_module()
+    dm.prepare_data()
+    store = tmp_path / "data" / "stores" / "lines_test"
+    before = store_files(store)
+    lines = (mirror / "lines_test" / "lines.txt").read_bytes().splitlines(keepends=True)
+    # new raw bytes: train and val build, then a test line with a byte outside the vocabulary stops the build
+    (mirror / "lines_test" / "lines.txt").write_bytes(b"changed\n" * 8 + lines[8] + "\u00e9t\u00e9\n".encode())
+    with pytest.raises(ValueError, match=r"lines_test/test example 1: token ids .* outside the vocabulary 0\.\.127"):
+        dm.prepare_data()
+    assert store_files(store) == before
+    assert sorted(path.name for path in store.parent.iterdir()) == [".lines_test.lock", "lines_test"]
+    assert bytes(lines_module().split("test").example(0)) == lines[8].rstrip(b"\n")
+
+
+def test_a_damaged_store_is_named_when_read_and_rebuilt_by_prepare(mirror, tmp_path, caplog):
+    lines_module().prepare_data()
+    store = tmp_path / "data" / "stores" / "lines_test"
+    tokens = store / "test.tokens.npy"
+    good = tokens.read_bytes()
+    tokens.write_bytes(good[:-10])  # truncated
+    message = rf"^{re.escape(str(tokens))}: {len(good) - 10} bytes, meta.json records {len(good)}; the lines_test store"
+    with pytest.raises(ValueError, match=message):
+        read_split(store, "test")
+    with pytest.raises(ValueError, match=message):
+        lines_module().eval_windows("test")
+    dm = lines_module()
+    with caplog.at_level(logging.WARNING, logger="posbench.store"):
+        dm.prepare_data()
+    assert dm.builds == 1 and tokens.read_bytes() == good
+    assert f"the lines_test store is damaged ({tokens} has {len(good) - 10} bytes, meta.json records" in caplog.text
+    tokens.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))  # the same size: only its sha256 tells, at preparation
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="posbench.store"):
+        dm.prepare_data()
+    assert dm.builds == 2 and tokens.read_bytes() == good
+    assert f"({tokens}: its sha256 is not the one meta.json records); rebuilding it" in caplog.text
+
+
+def test_a_store_written_before_its_files_were_recorded_is_rebuilt(mirror, tmp_path):
+    dm = lines_module()
+    dm.prepare_data()
+    store = tmp_path / "data" / "stores" / "lines_test"
+    meta = json.loads((store / "meta.json").read_text())
+    del meta["files"]
+    (store / "meta.json").write_text(json.dumps({**meta, "format_version": 1}))
+    assert len(read_split(store, "test")) == 3  # still read (without size checks) until it is prepared again
+    assert dm.prepare_data()["format_version"] == 2 and dm.builds == 2
+
+
+def test_a_meta_json_that_is_not_json_is_named_when_read_and_rebuilt_by_prepare(mirror, tmp_path, caplog):
+    dm = lines_module()
+    dm.prepare_data()
+    meta_path = tmp_path / "data" / "stores" / "lines_test" / "meta.json"
+    meta_path.write_text('{"domain": "lines_')  # cut short
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(meta_path))}: not valid JSON"):
+        lines_module().split("test")
+    with caplog.at_level(logging.WARNING, logger="posbench.store"):
+        assert dm.prepare_data()["domain"] == "lines_test" and dm.builds == 2
+    assert f"{meta_path}: not valid JSON" in caplog.text and "rebuilding the lines_test store" in caplog.text
+
+
+def test_a_preparation_waits_for_the_one_that_holds_the_store(mirror, tmp_path):
+    store = tmp_path / "data" / "stores" / "lines_test"
+    dm = lines_module()
+    with locked(store):
+        worker = threading.Thread(target=dm.prepare_data)
+        worker.start()
+        worker.join(timeout=1)
+        assert worker.is_alive() and not store.exists()
+    worker.join(timeout=60)
+    assert not worker.is_alive() and dm.builds == 1
+
+
+def test_where_no_lock_can_be_had_preparation_runs_unlocked(mirror, monkeypatch):
+    def no_locks(*args):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    dm = lines_module()
+    meta = dm.prepare_data()
+    assert dm.prepare_data() == meta and dm.builds == 1
+
+
+def test_a_corrupt_mirror_file_fails_naming_it_and_keeps_the_good_local_copy(mirror, tmp_path):
+    source = mirror / "lines_test" / "lines.txt"
+    good = source.read_bytes()
+    dm = lines_module()
+    dm.expected_sha = hashlib.sha256(good).hexdigest()
+    dm.prepare_data()
+    local = tmp_path / "data" / "raw" / "lines_test" / "lines.txt"
+    store = tmp_path / "data" / "stores" / "lines_test"
+    before = store_files(store)
+    source.write_bytes(good[:-20])  # truncated in the mirror
+    with pytest.raises(
+        FetchError, match=rf"^{re.escape(str(source))}: sha256 [0-9a-f]{{64}}, expected {dm.expected_sha}"
+    ):
+        dm.prepare_data()
+    assert local.read_bytes() == good and store_files(store) == before
+    assert sorted(path.name for path in local.parent.iterdir()) == [".sha256-cache.json", "lines.txt"]
+
+
+def test_a_changed_mirror_file_is_checked_before_it_replaces_the_local_copy(mirror, tmp_path):
+    source, local = mirror / "lines_test" / "lines.txt", tmp_path / "data" / "raw" / "lines_test" / "lines.txt"
+
+    def whole_lines(path):
+        if not path.read_bytes().endswith(b"\n"):
+            raise ValueError(f"{path}: the last line has no line break")
+
+    url = "http://127.0.0.1:9/lines.txt"
+    assert fetch("lines_test", "lines.txt", url, verify=whole_lines) == local
+    good = local.read_bytes()
+    source.write_bytes(good + b"cut off")
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(source))}: the last line has no line break$"):
+        fetch("lines_test", "lines.txt", url, verify=whole_lines)
+    assert local.read_bytes() == good
+    source.write_bytes(good + b"one more line\n")
+    assert fetch("lines_test", "lines.txt", url, verify=whole_lines).read_bytes() == good + b"one more line\n"
+    copied = local.stat().st_ino
+    assert fetch("lines_test", "lines.txt", url, verify=whole_lines).stat().st_ino == copied  # unchanged: not copied
+    source.unlink()  # the mirror lacks it now: the local copy is used
+    assert fetch("lines_test", "lines.txt", url, verify=whole_lines).stat().st_ino == copied
 
 
 class RangeHandler(http.server.BaseHTTPRequestHandler):

@@ -7,8 +7,10 @@ import gzip
 import hashlib
 import itertools
 import json
+import logging
 import os
 import pickle
+import re
 import shutil
 from pathlib import Path
 
@@ -16,9 +18,11 @@ import numpy as np
 import pytest
 import torch
 
+from domains.base import windows_from_examples
 from domains.fetch import FetchError
 from domains.hrg import HRGDataModule
 from domains.hrg.bases import encode_bases
+from domains.hrg.generated import write_generated_fasta
 from domains.hrg.genome import GRCH38_LENGTHS, GenomeFileError, fasta_index
 from domains.hrg.tokenizer import N_ID, PAD_ID, VOCAB, VOCAB_SIZE, tokenize, tokenize_windows
 from domains.hrg.windows import example_count
@@ -26,13 +30,18 @@ from domains.stored import ExampleSplit, TokenStoreDataModule
 from pipelines.experiment.config import build_datamodule, compose_config
 from pipelines.experiment.training import train_and_evaluate
 from pipelines.samples import main as samples_main
-from tests.hrg_fixtures import chromosome_letters, fasta_record, write_mirror
+from tests.hrg_fixtures import (
+    SMALL_LENGTHS,
+    SMALL_SPLIT,
+    chromosome_letters,
+    fasta_record,
+    split_overrides,
+    write_mirror,
+)
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CHRM = SHARED_DATA / "hrg" / "GRCh38_chrM.fa"
 TINY = dict(window_bases=610, stride_bases=605, max_jitter=9, example_tokens=100)
-SMALL_SPLIT = {"train": ["chr1", "chr2"], "val": ["chr21"], "test": ["chr22"]}
-SMALL_LENGTHS = {"chr1": 7_000, "chr2": 5_333, "chr21": 3_100, "chr22": 6_160}
 
 
 def nt_rule(sequence: str) -> list[str]:
@@ -144,6 +153,14 @@ def test_window_starts_overlap_and_eval_tokens(mirror):
     assert train.locate(example_count(7_000, 610, 605)) == (1, 0)
 
 
+def test_eval_examples_scores_evenly_spaced_windows(mirror):
+    full = module()
+    full.prepare_data()
+    expected = [full.split("test").example(i) for i in (0, 4, 9)]  # 3 of chr22's 10, first to last
+    windows = module(eval_examples=3).eval_windows("test")
+    assert windows.digest() == windows_from_examples(expected, 100, 50, PAD_ID).digest()
+
+
 def test_extrapolation_windows_scale_the_example_geometry(mirror):
     """test_2x: windows of 2 x 610 bases every 2 x 605 over chr22, each the NT rule's first 200 tokens."""
     dm = module(extrapolation=[2])
@@ -218,10 +235,6 @@ def test_samples_command_prints_bases_and_6mers(mirror, capsys):
     assert f"test[1]: chr22:606-1215 (610 bases, {text[605:1215].count('N')} N; 100 tokens)" in printed
     assert f"bases:  {text[605:665]}..." in printed
     assert f"tokens: {' '.join(nt_rule(text[605:1215])[:3])} ..." in printed
-
-
-def split_overrides() -> list[str]:
-    return [f"domain.args.split.{name}=[{','.join(chroms)}]" for name, chroms in SMALL_SPLIT.items()]
 
 
 # ---- preparation -------------------------------------------------------------------------------------------------
@@ -307,12 +320,8 @@ def test_preparation_is_idempotent_and_incremental(mirror, env):
     for name in ("chr1.npy", "chr21.npy", "chr22.npy"):
         assert (store / "bases" / name).stat().st_mtime_ns == stamps[name]
 
-    new = chromosome_letters(9, "chr22", 7_000)  # a changed raw file: chr22 is rebuilt from it
-    data = gzip.compress(fasta_record("chr22", new, 60))
-    (env / "data" / "raw" / "hrg" / "chr22.fa.gz").write_bytes(data)
-    table = env / "data" / "raw" / "hrg" / "md5sum.txt"
-    lines = [ln for ln in table.read_text().splitlines() if not ln.endswith("chr22.fa.gz")]
-    table.write_text("\n".join([*lines, f"{hashlib.md5(data).hexdigest()}  chr22.fa.gz"]) + "\n")
+    new = chromosome_letters(9, "chr22", 7_000)  # a changed mirror file: chr22 is rebuilt from it
+    replace_in_mirror(env, "chr22.fa.gz", gzip.compress(fasta_record("chr22", new, 60)))
     meta = module().prepare_data()
     assert meta["chromosomes"]["chr22"]["length"] == 7_000
     assert np.array_equal(np.load(store / "bases" / "chr22.npy"), encode_bases(new))
@@ -399,6 +408,70 @@ def test_truncated_gzip_fails_naming_file_and_chromosome_and_is_removed(mirror, 
     assert not (env / "data" / "raw" / "hrg" / "chr22.fa.gz").exists()  # a re-run fetches it again
     assert not (env / "data" / "raw" / "hrg" / "chr22.fa").exists()
     assert not (env / "data" / "stores" / "hrg" / "meta.json").exists()
+
+
+def test_a_corrupt_mirror_file_fails_naming_it_and_keeps_the_good_local_copy(mirror, env):
+    meta = module().prepare_data()
+    raw = env / "data" / "raw" / "hrg"
+    before = {path.name: path.read_bytes() for path in raw.glob("chr21.*")}
+    source = env / "mirror" / "hrg" / "chr21.fa.gz"
+    source.write_bytes(source.read_bytes()[:-100])  # truncated: md5sum.txt still has the whole file's md5
+    with pytest.raises(FetchError, match=rf"chromosome chr21: {source} \(chr21\.fa\.gz holding chr21\): md5 "):
+        module().prepare_data()
+    assert {path.name: path.read_bytes() for path in raw.glob("chr21.*")} == before
+    assert module().meta == meta
+
+
+def test_a_failed_re_prepare_leaves_the_codes_and_meta_as_they_were(mirror, env):
+    module().prepare_data()
+    store = env / "data" / "stores" / "hrg"
+    before = {path: path.read_bytes() for path in store.rglob("*") if path.is_file()}
+    # chr1 changes (encoded first), then chr22's new file fails its gzip check: nothing of chr1's may land
+    replace_in_mirror(env, "chr1.fa.gz", gzip.compress(fasta_record("chr1", chromosome_letters(8, "chr1", 6_500), 60)))
+    gz = gzip.compress(fasta_record("chr22", chromosome_letters(8, "chr22", 6_500), 60))
+    replace_in_mirror(env, "chr22.fa.gz", gz[: len(gz) // 2])
+    with pytest.raises(FetchError, match=r"chr22\.fa\.gz \(chr22\.fa\.gz holding chr22\): gzip stream ends"):
+        module().prepare_data()
+    assert {path: path.read_bytes() for path in store.rglob("*") if path.is_file()} == before
+    assert sorted(path.name for path in store.iterdir()) == ["bases", "meta.json"]  # no staging folder left
+
+
+def test_damaged_codes_are_named_when_read_and_encoded_again_by_prepare(mirror, env, caplog):
+    module().prepare_data()
+    bases = env / "data" / "stores" / "hrg" / "bases"
+    codes = bases / "chr22.npy"
+    good, stamp = codes.read_bytes(), (bases / "chr1.npy").stat().st_mtime_ns
+    codes.write_bytes(good[:-100])  # truncated
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(codes))}: unreadable base codes .*make data-hrg"):
+        module().split("test")
+    with caplog.at_level(logging.WARNING, logger="posbench.hrg"):
+        module().prepare_data()
+    assert f"{codes}: {len(good) - 100} bytes, its record says {len(good)}; encoding chr22 again" in caplog.text
+    assert codes.read_bytes() == good and (bases / "chr1.npy").stat().st_mtime_ns == stamp
+    codes.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))  # the same size: its sha256 tells
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="posbench.hrg"):
+        module().prepare_data()
+    assert f"{codes}: sha256 differs from its record's; encoding chr22 again" in caplog.text
+    assert codes.read_bytes() == good
+
+
+def test_an_md5_table_that_is_not_text_fails_naming_it_and_is_not_copied(mirror, env):
+    module().prepare_data()
+    local = env / "data" / "raw" / "hrg" / "md5sum.txt"
+    good = local.read_bytes()
+    table = env / "mirror" / "hrg" / "md5sum.txt"
+    table.write_bytes(gzip.compress(good))  # a gzipped table where the text belongs
+    with pytest.raises(GenomeFileError, match=rf"^{re.escape(str(table))}: not text .*expected an md5 table"):
+        module().prepare_data()
+    assert local.read_bytes() == good
+
+
+def test_a_generated_fasta_that_fails_midway_leaves_no_file(tmp_path):
+    path = tmp_path / "big.fa"
+    with pytest.raises(TypeError):
+        write_generated_fasta(path, {"chrA": 100, "chrB": 100}, seed=0, no_such_option=1)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_md5_table_without_the_file_fails(mirror, env):

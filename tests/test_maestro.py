@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import logging
+import re
 import shutil
 import zipfile
 from pathlib import Path
@@ -472,6 +474,17 @@ def test_mirror_folder_without_the_csv_fails_naming_it(tmp_path, monkeypatch):
         module().prepare_data()
 
 
+def test_a_mirror_csv_that_is_not_text_fails_naming_it(tmp_path, monkeypatch):
+    folder = tmp_path / "mirror" / "maestro"
+    write_piece(folder / "2018" / "x.midi", [(0, 1, 60, 64)])
+    (folder / CSV_NAME).write_bytes(b"\x89\xff\x00 not text")
+    monkeypatch.setenv("POSBENCH_MIRROR", str(tmp_path / "mirror"))
+    monkeypatch.setenv("POSBENCH_DATA", str(tmp_path / "data"))
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(folder / CSV_NAME))}: not a MAESTRO index, not UTF-8"):
+        module().prepare_data()
+    assert not (tmp_path / "data" / "raw" / "maestro" / CSV_NAME).exists()
+
+
 # ---- the official zip --------------------------------------------------------------------------------------------
 def sample_zip(path: Path, csv_text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -501,6 +514,70 @@ def test_zip_of_the_sample_builds_the_same_store(sample, tmp_path, monkeypatch):
     for split in ("train", "val", "test"):
         a, b = read_split(data / "stores" / "maestro", split), read_split(sample_data / "stores" / "maestro", split)
         assert np.array_equal(a.tokens, b.tokens) and np.array_equal(a.offsets, b.offsets)
+
+
+def damage_member(archive: Path) -> None:
+    """Flip a byte inside the compressed data of the zip's last member (its CRC no longer matches)."""
+    with zipfile.ZipFile(archive) as handle:
+        member = handle.infolist()[-1]
+    data = bytearray(archive.read_bytes())
+    start = member.header_offset + 30 + len(member.filename.encode()) + len(member.extra)
+    data[start + member.compress_size // 2] ^= 0xFF
+    archive.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    "damage, reason",
+    [
+        (lambda path: path.write_bytes(path.read_bytes()[:50_000]), "not a valid zip archive"),
+        (damage_member, "member maestro-v3.0.0/.*\\.midi is damaged"),
+    ],
+)
+def test_a_corrupt_zip_in_the_mirror_fails_naming_it_and_keeps_the_good_local_zip(
+    sample, tmp_path, monkeypatch, damage, reason
+):
+    sample_data, _ = sample
+    lines = SAMPLE_CSV.read_text(encoding="utf-8").splitlines(keepends=True)
+    kept = [lines[0]] + [line for line in lines[1:] if any(name in line for name in sample_names())]
+    archive = sample_zip(tmp_path / "mirror" / "maestro" / ZIP_NAME, "".join(kept))
+    data = tmp_path / "data"
+    shutil.copytree(sample_data / "raw" / "maestro" / "token_cache", data / "raw" / "maestro" / "token_cache")
+    monkeypatch.setenv("POSBENCH_MIRROR", str(tmp_path / "mirror"))
+    monkeypatch.setenv("POSBENCH_DATA", str(data))
+    meta = module().prepare_data()
+    local = data / "raw" / "maestro" / ZIP_NAME
+    good = local.read_bytes()
+    damage(archive)
+    with pytest.raises(FetchError, match=rf"^{re.escape(str(archive))}: {reason}"):
+        module().prepare_data()
+    assert local.read_bytes() == good and module().meta == meta
+
+
+def test_a_damaged_token_cache_entry_is_tokenised_again(generated, tmp_path, caplog):
+    path = generated["root"] / "mirror" / "maestro" / generated["good"][1]
+    file = MidiFile(path.name, hashlib.sha256(path.read_bytes()).hexdigest(), path.read_bytes())
+    cache = TokenCache(tmp_path / "cache")
+    first = tokenize_files([file], cache, workers=1).tokens[path.name]
+    entry = tmp_path / "cache" / f"{file.sha256}.npy"
+    entry.write_bytes(entry.read_bytes()[:-7])  # truncated on disk
+    with caplog.at_level(logging.WARNING, logger="posbench.maestro"):
+        again = tokenize_files([file], cache, workers=1)
+    assert again.tokenised == 1 and np.array_equal(again.tokens[path.name], first)
+    assert f"{tmp_path / 'cache' / file.sha256}.*: damaged token cache entry" in caplog.text
+    assert np.array_equal(np.load(entry), first)  # rewritten
+
+
+def test_damaged_store_files_of_the_domain_are_named_when_read(sample, tmp_path):
+    sample_data, _ = sample
+    store = tmp_path / "maestro"
+    shutil.copytree(sample_data / "stores" / "maestro", store)
+    whole = store / "test_performances.tokens.npy"
+    whole.write_bytes(whole.read_bytes()[:-2])
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(whole))}: \d+ bytes, meta.json records \d+; the maestro"):
+        module(store=store, extrapolation=[2]).eval_windows("test_2x")
+    (store / "tokenizer.json").write_text("{}")
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(store / 'tokenizer.json'))}: 2 bytes, meta.json records"):
+        module(store=store).write_midi([1, 2, 3], tmp_path / "x.mid")
 
 
 def test_zip_missing_performances_fails_naming_them(tmp_path, monkeypatch):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import mne
@@ -29,20 +30,13 @@ from domains.sleep_edf.recordings import (
 )
 from domains.sleep_edf.sources import AGE_TABLE, PHYSIONET_URL
 from domains.sleep_edf.split import SPLIT_SEED, read_age_table, split_sizes, split_subjects
-from tests.sleep_edf_fixtures import NightSpec, copy_real_sample, write_night
+from tests.sleep_edf_fixtures import NightSpec, copy_real_sample, short_night, write_night, write_small_mirror
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "sleep_edf"
 REAL_HYPNOGRAM = REAL / "SC4001EC-Hypnogram.edf"
 REAL_PSG = REAL / "SC4001E0-PSG_first300s.edf"
 SLEEP = {"1", "2", "3", "4", "R"}
 CODE = {"Sleep stage " + c: c for c in "W1234R?"} | {"Movement time": "M"}
-
-
-def short_night(subject, night, wake_before=300, wake_after=240, **kwargs):
-    """Minutes-long night: wake, all stages and a movement epoch, wake, then '?' past the end of the recording."""
-    sleep = (("1", 60), ("2", 120), ("M", 30), ("3", 60), ("4", 60), ("2", 30), ("R", 90))
-    runs = (("W", wake_before), *sleep, ("W", wake_after), ("?", 600))
-    return NightSpec(subject, night, runs, wake_before + 450 + wake_after, **kwargs)
 
 
 MIRROR_NIGHTS = [
@@ -383,8 +377,7 @@ def small_mirror(tmp_path, monkeypatch):
     folder = tmp_path / "mirror" / "sleep_edf"
     monkeypatch.setenv("POSBENCH_MIRROR", str(tmp_path / "mirror"))
     monkeypatch.setenv("POSBENCH_DATA", str(tmp_path / "data"))
-    for subject in (2, 13, 36):
-        write_night(folder, short_night(subject, 2 if subject == 36 else 1))
+    write_small_mirror(folder)
     return folder
 
 
@@ -414,6 +407,26 @@ def test_a_truncated_psg_fails_naming_the_file(small_mirror):
     message = rf"SC4441E0-PSG\.edf: truncated, {size // 2} bytes where the header announces 33 data records \({size} "
     with pytest.raises(SleepEDFError, match=message):
         module().prepare_data()
+
+
+def test_a_psg_truncated_in_the_mirror_after_a_good_prepare_leaves_raw_files_and_store_as_they_were(
+    small_mirror, tmp_path
+):
+    meta = module().prepare_data()
+    folders = tmp_path / "data" / "raw" / "sleep_edf", tmp_path / "data" / "stores" / "sleep_edf"
+
+    def files() -> dict[Path, bytes]:
+        return {path: path.read_bytes() for folder in folders for path in folder.rglob("*") if path.is_file()}
+
+    before = files()
+    psg = small_mirror / "SC4021E0-PSG.edf"
+    size = psg.stat().st_size
+    psg.write_bytes(psg.read_bytes()[: size // 2])
+    with pytest.raises(SleepEDFError, match=rf"^{re.escape(str(psg))}: truncated, {size // 2} bytes where the header"):
+        module().prepare_data()
+    assert files() == before
+    dm = module()
+    assert dm.meta == meta and len(dm.split("train")) == meta["splits"]["train"]["examples"]
 
 
 def test_a_plain_edf_in_place_of_a_hypnogram_fails_naming_the_file(small_mirror):

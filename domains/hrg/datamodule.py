@@ -14,9 +14,16 @@ Preparation (`make data-hrg`, i.e. `prepare_data`):
    split, the example counts for this geometry.
 
 What makes the store current: a chromosome is rebuilt only when its source file's identity (size, mtime, a hash
-of its first and last MiB), its md5 line or the code version changed, so an unchanged re-run reads a few MiB and
-writes nothing, and adding chromosomes to the config builds only those; meta.json is written only when its
-content changes.
+of its first and last MiB), its md5 line or the code version changed, or its codes file is damaged (another size
+than its record's, or another sha256: checked through the hash cache in `bases/`, so a file is read again only
+when its size or mtime changed). An unchanged re-run reads a few MiB and writes nothing, and adding chromosomes to
+the config builds only those; meta.json is written only when its content changes. A record written before the
+codes' size and sha256 were kept is not current: that chromosome is encoded again.
+
+A failed preparation leaves the store as it was: the chromosomes to rebuild are encoded into a staging folder
+inside the store and moved into `bases/` (codes, then the record that makes them current) only once every one
+of them is done. Raw files are checked before they replace a local copy (`fetch_raw`); a raw file that then fails
+the gzip or md5 check of step 2 is removed, so a re-run fetches it again.
 
 Examples (SPEC, `domains.hrg.windows`): windows of `window_bases` (6100) every `stride_bases` (6050) over each
 chromosome, N runs included; only full windows: 8399 for chr22's 50,818,468 bases, whose last 4468 bases are
@@ -32,6 +39,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
+import tempfile
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +51,14 @@ import numpy as np
 from domains.atomic import write_json
 from domains.base import EmptySplitError, EvalWindows, Window, padded_window, windows_from_examples
 from domains.fetch import FetchError, fetch
+from domains.hash_cache import cached_sha256, remember_sha256
 from domains.hrg.bases import BASES, N_CODE
 from domains.hrg.genome import (
     CODE_VERSION,
     GRCH38_LENGTHS,
     PRIMARY_CHROMOSOMES,
     UCSC_HG38_CHROMOSOMES,
+    check_md5,
     fasta_index,
     file_identity,
     read_md5_table,
@@ -54,7 +67,7 @@ from domains.hrg.genome import (
 )
 from domains.hrg.tokenizer import PAD_ID, VOCAB_SIZE, token_strings, tokenize
 from domains.hrg.windows import ChromosomeWindows, example_count
-from domains.store import FORMAT_VERSION, read_meta
+from domains.store import FORMAT_VERSION, locked, read_meta
 from domains.stored import RawFile, StoredDataModule
 
 log = logging.getLogger("posbench.hrg")
@@ -134,17 +147,22 @@ class HRGDataModule(StoredDataModule[ChromosomeWindows]):
         return self.store / "bases" / f"{chromosome}.npy"
 
     def fetch_raw(self) -> dict[str, Path]:
-        """The md5 table and every FASTA file of the split on disk; a file that cannot be fetched is reported with
-        the chromosomes it holds."""
-        raw = {}
-        holders = self.chromosomes_by_source()
-        for file in self.raw_files():
+        """The md5 table and every FASTA file of the split on disk, each checked before it replaces a local copy
+        (`domains.fetch`'s rule: the md5 table must parse, a FASTA file must match its md5 line); a file that
+        cannot be fetched is reported with the chromosomes it holds."""
+        urls = {file.relpath: file.url for file in self.raw_files()}
+        raw, md5_table = {}, {}
+        if self.checksums:
+            raw[self.checksums] = fetch(self.domain, self.checksums, urls[self.checksums], verify=read_md5_table)
+            md5_table = read_md5_table(raw[self.checksums])
+        for relpath, chromosomes in self.chromosomes_by_source().items():
+            what = f"{relpath} holding {', '.join(chromosomes)}"
+            # a file without a line fails in build_store, naming the table
+            verify = partial(check_md5, expected_md5=md5_table[relpath], what=what) if relpath in md5_table else None
             try:
-                raw[file.relpath] = fetch(self.domain, file.relpath, file.url)
+                raw[relpath] = fetch(self.domain, relpath, urls[relpath], verify=verify)
             except FetchError as err:
-                if file.relpath not in holders:  # the md5 table
-                    raise
-                raise FetchError(f"chromosome {', '.join(holders[file.relpath])}: {err}") from err
+                raise FetchError(f"chromosome {', '.join(chromosomes)}: {err}") from err
         return raw
 
     def chromosomes_by_source(self) -> dict[str, list[str]]:
@@ -155,10 +173,42 @@ class HRGDataModule(StoredDataModule[ChromosomeWindows]):
         return sources
 
     def build_store(self, raw: dict[str, Path]) -> dict[str, Any]:
-        """Verify, decompress and encode the chromosomes whose source changed; write meta.json if its content
-        changed (see the module doc for what makes a chromosome current)."""
+        """Verify, decompress and encode the chromosomes whose source changed or whose codes are damaged, into a
+        staging folder moved into `bases/` once all are done; write meta.json if its content changed (see the
+        module doc for what makes a chromosome current)."""
         md5_table = read_md5_table(raw[self.checksums]) if self.checksums else None
+        with locked(self.store):
+            for leftover in self.store.glob(".building-*"):  # a killed build's: the lock says none is running
+                shutil.rmtree(leftover, ignore_errors=True)
+            self.store.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(prefix=".building-", dir=self.store) as staging:
+                records, encoded = self._encode_stale(raw, md5_table, Path(staging))
+                for chromosome in encoded:  # the codes first: the record is what makes them current
+                    path = self.bases_path(chromosome)
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(Path(staging) / path.name, path)
+                    remember_sha256(path, records[chromosome]["sha256"])
+                    write_json(path.with_suffix(".json"), records[chromosome])
+            meta = json.loads(json.dumps(self._meta(records)))  # as meta.json will read back
+            if read_meta(self.store) != meta:
+                if meta["not_grch38"]:
+                    log.warning(
+                        "not GRCh38: %s (bases read vs GRCh38); fine for a generated mirror, wrong for the paper",
+                        ", ".join(f"{c} {got} vs {want}" for c, (got, want) in list(meta["not_grch38"].items())[:4]),
+                    )
+                write_json(self.store / "meta.json", meta)
+        if encoded:
+            self._splits.clear()  # splits and windows opened before map the replaced codes
+            self._windows.clear()
+        return meta
+
+    def _encode_stale(
+        self, raw: dict[str, Path], md5_table: dict[str, str] | None, staging: Path
+    ) -> tuple[dict[str, dict[str, Any]], list[str]]:
+        """Every chromosome's build record, and the chromosomes encoded anew into `staging` (the others are
+        current in the store)."""
         records: dict[str, dict[str, Any]] = {}
+        encoded = []
         for relpath, chromosomes in self.chromosomes_by_source().items():
             what = f"{relpath} holding {', '.join(chromosomes)}"
             expected_md5 = None
@@ -177,7 +227,8 @@ class HRGDataModule(StoredDataModule[ChromosomeWindows]):
                 index = fasta_index(fasta)
                 for chromosome in stale:
                     log.info("%s: encoding %s", fasta, chromosome)
-                    counts = write_chromosome_codes(fasta, chromosome, self.bases_path(chromosome), index)
+                    dest = staging / self.bases_path(chromosome).name
+                    counts = write_chromosome_codes(fasta, chromosome, dest, index)
                     current[chromosome] = {
                         "chromosome": chromosome,
                         "source": source,
@@ -186,32 +237,33 @@ class HRGDataModule(StoredDataModule[ChromosomeWindows]):
                         "code_version": CODE_VERSION,
                         **counts,
                     }
-                    write_json(self.bases_path(chromosome).with_suffix(".json"), current[chromosome])
+                encoded += stale
             records.update(current)
-        meta = json.loads(json.dumps(self._meta(records)))  # as meta.json will read back
-        if read_meta(self.store) != meta:
-            if meta["not_grch38"]:
-                log.warning(
-                    "not GRCh38: %s (bases read vs GRCh38); fine for a generated mirror, wrong for the paper",
-                    ", ".join(f"{c} {got} vs {want}" for c, (got, want) in list(meta["not_grch38"].items())[:4]),
-                )
-            write_json(self.store / "meta.json", meta)
-        return meta
+        return records, encoded
 
     def _current_record(self, chromosome: str, source: dict[str, Any]) -> dict[str, Any] | None:
-        """The chromosome's build record when its codes were built from exactly this source, else None."""
+        """The chromosome's build record when its codes were built from exactly this source and are intact, else
+        None (damaged codes are logged)."""
         path = self.bases_path(chromosome)
         record_path = path.with_suffix(".json")
         if not (path.exists() and record_path.exists()):
             return None
         try:
             record = json.loads(record_path.read_text())
-        except json.JSONDecodeError:
+        except (UnicodeDecodeError, json.JSONDecodeError):
             return None
-        if record.get("source") != source or record.get("code_version") != CODE_VERSION:
+        if not isinstance(record, dict) or record.get("source") != source or record.get("code_version") != CODE_VERSION:
             return None
-        shape = np.load(path, mmap_mode="r").shape
-        return record if shape == (record["length"],) else None
+        if "sha256" not in record:  # written before the codes' digest was kept: nothing to check them against
+            return None
+        size = path.stat().st_size
+        if size != record["bytes"]:
+            log.warning("%s: %d bytes, its record says %d; encoding %s again", path, size, record["bytes"], chromosome)
+            return None
+        if cached_sha256([path])[path] != record["sha256"]:
+            log.warning("%s: sha256 differs from its record's; encoding %s again", path, chromosome)
+            return None
+        return record
 
     def _meta(self, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
         chromosomes = {
@@ -278,7 +330,10 @@ class HRGDataModule(StoredDataModule[ChromosomeWindows]):
             raise EmptySplitError(
                 f"hrg {split}: chromosomes {windows.chromosomes} have no window of {self.window_bases} bases"
             )
-        return windows_from_examples(windows.all_examples(), self.context, self.eval_stride, self.pad_id)
+        keep = self.eval_example_indices(len(windows))
+        # every example: tokenised a chunk of windows at a time; a few (eval_examples): one by one
+        examples = windows.all_examples() if len(keep) == len(windows) else [windows.example(int(i)) for i in keep]
+        return windows_from_examples(examples, self.context, self.eval_stride, self.pad_id)
 
     def long_test_sequences(self, length: int) -> list[np.ndarray]:
         """Extrapolation material: the test chromosomes in the example geometry scaled by f = length / context

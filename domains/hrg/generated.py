@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from domains.atomic import atomic_path
+
 IUPAC_AMBIGUOUS = b"RYKMSWBDHV"
 
 
@@ -54,7 +56,7 @@ def write_generated_fasta(
     """A FASTA file of generated records written `chunk_lines` lines at a time (bounded memory at any size)."""
     rng = np.random.default_rng(seed)
     chunk = chunk_lines * line_width
-    with open(path, "wb") as handle:
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
         for name, length in lengths.items():
             handle.write(f">{name} generated\n".encode())
             for start in range(0, length, chunk):

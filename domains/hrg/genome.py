@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 import os
 import zlib
@@ -89,8 +90,12 @@ def file_identity(path: Path) -> dict[str, Any]:
 
 def read_md5_table(path: Path) -> dict[str, str]:
     """`md5sum` output (`<md5>  <name>` per line, as UCSC publishes it) as {name: md5}."""
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as err:
+        raise GenomeFileError(f"{path}: not text ({err}); expected an md5 table, '<md5>  <file name>' lines") from err
     table = {}
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         parts = line.split(maxsplit=1)
@@ -98,6 +103,22 @@ def read_md5_table(path: Path) -> dict[str, str]:
             raise GenomeFileError(f"{path} line {number}: expected '<md5> <file name>', got {line!r}")
         table[parts[1].strip().lstrip("*")] = parts[0].lower()
     return table
+
+
+def check_md5(path: Path, expected_md5: str, what: str) -> None:
+    """Raise FetchError naming `path` (`what` it holds) when its md5 is not its md5sum.txt line's."""
+    md5 = hashlib.md5()
+    with open(path, "rb") as handle:
+        while block := handle.read(READ_BYTES):
+            md5.update(block)
+    if md5.hexdigest() != expected_md5:
+        raise md5_mismatch(path, what, md5.hexdigest(), expected_md5)
+
+
+def md5_mismatch(path: Path, what: str, got: str, expected: str) -> FetchError:
+    return FetchError(
+        f"{path} ({what}): md5 {got}, md5sum.txt expects {expected}; the file is corrupt or not the one published"
+    )
 
 
 def verify_and_decompress(raw: Path, expected_md5: str | None, what: str) -> tuple[Path, dict[str, str]]:
@@ -125,10 +146,7 @@ def verify_and_decompress(raw: Path, expected_md5: str | None, what: str) -> tup
                     sha256.update(block)
                     md5.update(block)
         if expected_md5 is not None and md5.hexdigest() != expected_md5:
-            raise FetchError(
-                f"{raw} ({what}): md5 {md5.hexdigest()}, md5sum.txt expects {expected_md5}; the file is corrupt "
-                "or not the one published"
-            )
+            raise md5_mismatch(raw, what, md5.hexdigest(), expected_md5)
     except (FetchError, zlib.error, EOFError) as err:
         raw.unlink(missing_ok=True)
         plain.unlink(missing_ok=True)
@@ -237,7 +255,8 @@ def _index_matches(fasta: Path, records: dict[str, FaiRecord]) -> bool:
 
 
 def write_chromosome_codes(fasta: Path, chromosome: str, dest: Path, records=None) -> dict[str, Any]:
-    """Encode one FASTA record to uint8 base codes in `dest` (.npy), `CHUNK_BASES` at a time; return its counts.
+    """Encode one FASTA record to uint8 base codes in `dest` (.npy), `CHUNK_BASES` at a time; return its counts
+    and the written file's size and sha256.
 
     Lines are located through the .fai geometry and their terminators checked, so a file whose lines do not
     match its index, or a byte that is not a letter, fails naming the file, the chromosome and the line.
@@ -254,8 +273,12 @@ def write_chromosome_codes(fasta: Path, chromosome: str, dest: Path, records=Non
     lines_per_chunk = max(1, CHUNK_BASES // rec.line_bases)
     counts = np.zeros(256, dtype=np.int64)
     header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.uint8)), "fortran_order": False, "shape": (rec.length,)}
+    digest = hashlib.sha256()  # of the .npy file as written: the store records it
     with open(fasta, "rb") as source, atomic_path(dest) as tmp, open(tmp, "wb") as sink:
-        np.lib.format.write_array_header_1_0(sink, header)
+        head = io.BytesIO()
+        np.lib.format.write_array_header_1_0(head, header)
+        digest.update(head.getvalue())
+        sink.write(head.getvalue())
 
         def emit(raw: np.ndarray, first_base: int) -> None:
             codes = CODE_OF_BYTE[raw]
@@ -267,7 +290,9 @@ def write_chromosome_codes(fasta: Path, chromosome: str, dest: Path, records=Non
                     f"{at // rec.line_bases + 1} of the record) is not a base letter; expected FASTA sequence"
                 )
             counts[:] += np.bincount(raw, minlength=256)
-            sink.write(codes.tobytes())
+            data = codes.tobytes()
+            digest.update(data)
+            sink.write(data)
 
         for first in range(0, full_lines, lines_per_chunk):
             lines = min(full_lines, first + lines_per_chunk) - first
@@ -296,8 +321,11 @@ def write_chromosome_codes(fasta: Path, chromosome: str, dest: Path, records=Non
             emit(np.frombuffer(data, dtype=np.uint8), full_lines * rec.line_bases)
         sink.flush()
         os.fsync(sink.fileno())
+        size = sink.tell()
     return {
         "length": rec.length,
+        "bytes": size,
+        "sha256": digest.hexdigest(),
         "n": int(counts[_LETTER_BYTES].sum() - counts[[ord(c) for c in "ACGTacgt"]].sum()),
         "iupac": int(counts[_NON_ACGTN].sum()),
         "lowercase": int(counts[_LOWERCASE].sum()),

@@ -16,6 +16,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from domains.hrg.tokenizer import tokenize, tokenize_windows
+from domains.store import StoreError
 
 
 def example_count(length: int, window: int, stride: int) -> int:
@@ -49,8 +50,15 @@ class ChromosomeWindows:
     @property
     def bases(self) -> list[np.ndarray]:
         if self._bases is None:
-            self._bases = [np.load(path, mmap_mode="r") for path in self.paths]
+            self._bases = [self._load(path) for path in self.paths]
         return self._bases
+
+    @staticmethod
+    def _load(path: Path) -> np.ndarray:
+        try:
+            return np.load(path, mmap_mode="r")
+        except (OSError, ValueError, EOFError) as err:
+            raise StoreError(f"{path}: unreadable base codes ({err}); run `make data-hrg` to encode it again") from err
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_bases": None}

@@ -4,6 +4,11 @@ the bytes of each performance present.
 A zip must hold every performance its CSV lists (else it fails, naming the missing ones); an unpacked folder
 (maestro-v3.0.0.csv at its root, each MIDI file at its CSV path, as the sample mirror has 11 of the 1276) may
 hold only some: the preparation uses those present, and fails only when none is present.
+
+No checksum of the zip or of a MIDI file is published, so a downloaded or mirrored zip is checked by `check_zip`
+(the CSV, every performance it lists, every member's CRC) and a mirrored CSV by reading it, before either replaces
+a local copy (`domains.fetch`'s rule); a MIDI file only has to read whole (one that does not tokenise is skipped
+at preparation, with the reason).
 """
 
 from __future__ import annotations
@@ -11,13 +16,12 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import shutil
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from domains.atomic import atomic_path
-from domains.fetch import FetchError, fetch, mirror_root, raw_dir
+from domains.fetch import FetchError, copy_verified, fetch, mirror_root, raw_dir
 from domains.hash_cache import cached_sha256
 from domains.maestro.tokenizer import MidiFile
 
@@ -52,6 +56,32 @@ def read_index(text: str, origin: str) -> list[Performance]:
     return performances
 
 
+def read_index_file(path: Path) -> list[Performance]:
+    """The performances the MAESTRO CSV at `path` lists."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not a MAESTRO index, not UTF-8 text ({err})") from err
+    return read_index(text, str(path))
+
+
+def check_zip(path: Path) -> list[Performance]:
+    """The performances of the zip at `path`, once it is known to be a whole MAESTRO MIDI archive: the CSV inside,
+    every performance it lists, every member's CRC."""
+    archive = MaestroArchive({ZIP_NAME: path})
+    try:
+        for member in archive.zip.infolist():
+            try:
+                with archive.zip.open(member) as handle:
+                    while handle.read(1 << 20):
+                        pass
+            except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+                raise FetchError(f"{path}: member {member.filename} is damaged ({err})") from err
+    finally:
+        archive.close()
+    return archive.index
+
+
 class MaestroArchive:
     """The CSV index and the bytes of each performance present, read from the zip or from a folder."""
 
@@ -71,7 +101,7 @@ class MaestroArchive:
         else:
             self.source, self.zip = "folder", None
             self.origin = raw[CSV_NAME].parent
-            self.index = read_index(raw[CSV_NAME].read_text(encoding="utf-8"), str(raw[CSV_NAME]))
+            self.index = read_index_file(raw[CSV_NAME])
             self.present = [p for p in self.index if p.midi_filename in raw]
             if not self.present:
                 raise FetchError(
@@ -107,41 +137,32 @@ def fetch_archive() -> dict[str, Path]:
     """Local raw data: {ZIP_NAME: path} or, for an unpacked copy, {CSV_NAME: path, <midi_filename>: path, ...}.
 
     Without a mirror, a local zip is used, else a local unpacked copy (from an earlier mirror), else the zip is
-    downloaded. With a mirror, its zip is copied if it has one, else its unpacked folder.
+    downloaded. With a mirror, its zip is copied if it has one, else its unpacked folder. Each file is checked as
+    the module doc says before it replaces a local copy.
     """
     local = raw_dir(DOMAIN)
     mirror = mirror_root()
     if mirror is None:
         if not (local / ZIP_NAME).exists() and (local / CSV_NAME).is_file():
             return unpacked_files(local)
-        return {ZIP_NAME: fetch(DOMAIN, ZIP_NAME, URL)}
+        return {ZIP_NAME: fetch(DOMAIN, ZIP_NAME, URL, verify=check_zip)}
     source = mirror / DOMAIN
     if (source / ZIP_NAME).is_file():
-        return {ZIP_NAME: fetch(DOMAIN, ZIP_NAME, URL)}
+        return {ZIP_NAME: fetch(DOMAIN, ZIP_NAME, URL, verify=check_zip)}
     if not (source / CSV_NAME).is_file():
         raise FetchError(
             f"{source}: this MAESTRO mirror folder holds neither {ZIP_NAME} nor {CSV_NAME} (the index of the "
             "unpacked dataset, with each MIDI file at its midi_filename path); $POSBENCH_MIRROR/maestro must hold one"
         )
-    copy_if_changed(source / CSV_NAME, local / CSV_NAME)
-    for performance in read_index((source / CSV_NAME).read_text(encoding="utf-8"), str(source / CSV_NAME)):
+    copy_verified(source / CSV_NAME, local / CSV_NAME, verify=read_index_file)
+    for performance in read_index_file(source / CSV_NAME):
         if (source / performance.midi_filename).is_file():
-            copy_if_changed(source / performance.midi_filename, local / performance.midi_filename)
+            copy_verified(source / performance.midi_filename, local / performance.midi_filename)
     return unpacked_files(local)
 
 
-def copy_if_changed(source: Path, dest: Path) -> None:
-    """Copy under a temporary name and rename, unless dest already has the source's size and modification time."""
-    if dest.exists():
-        have, want = dest.stat(), source.stat()
-        if have.st_size == want.st_size and have.st_mtime_ns == want.st_mtime_ns:
-            return
-    with atomic_path(dest) as tmp:
-        shutil.copy2(source, tmp)
-
-
 def unpacked_files(root: Path) -> dict[str, Path]:
-    index = read_index((root / CSV_NAME).read_text(encoding="utf-8"), str(root / CSV_NAME))
+    index = read_index_file(root / CSV_NAME)
     present = {p.midi_filename: root / p.midi_filename for p in index if (root / p.midi_filename).is_file()}
     return {CSV_NAME: root / CSV_NAME, **present}
 

@@ -34,7 +34,7 @@ import numpy as np
 from miditok import REMI
 
 from domains.atomic import atomic_path, write_npy, write_text
-from domains.base import Window
+from domains.base import Window, check_minimum
 from domains.fetch import raw_dir
 from domains.maestro.archive import (
     DOMAIN,
@@ -48,7 +48,7 @@ from domains.maestro.archive import (
 from domains.maestro.chunks import OVERLAP_BARS, chunk_bounds
 from domains.maestro.split import SPLIT_MODES, assign_splits
 from domains.maestro.tokenizer import VOCAB_SIZE, TokenCache, build_tokenizer, tokenize_files, tokenizer_digest
-from domains.store import token_dtype
+from domains.store import StoreError, load_array, store_file, token_dtype
 from domains.stored import RawFile, TokenStoreDataModule
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -87,8 +87,10 @@ class MaestroDataModule(TokenStoreDataModule):
         super().__init__(**kwargs)
         if split not in SPLIT_MODES:
             raise ValueError(f"maestro: unknown split {split!r}; valid: {', '.join(SPLIT_MODES)}")
-        if chunk_length < 2:
-            raise ValueError(f"maestro: chunk_length must be at least 2 tokens, got {chunk_length}")
+        check_minimum(self.domain, 2, chunk_length=chunk_length)
+        check_minimum(self.domain, 0, split_seed=split_seed, transpose=transpose)
+        if tokenize_workers is not None:
+            check_minimum(self.domain, 1, tokenize_workers=tokenize_workers)
         self.split_mode, self.split_seed, self.chunk_length = split, split_seed, chunk_length
         self.max_transpose, self.tokenize_workers = transpose, tokenize_workers
         self.tokenizer = build_tokenizer()
@@ -190,11 +192,11 @@ class MaestroDataModule(TokenStoreDataModule):
         ]
         lengths = np.array([0] + [len(t) for t in test_sequences], dtype=np.int64)
         tokens = np.concatenate(test_sequences) if test_sequences else np.zeros(0)
-        write_npy(self.store / f"{TEST_PERFORMANCES}.tokens.npy", tokens.astype(token_dtype(VOCAB_SIZE)))
-        write_npy(self.store / f"{TEST_PERFORMANCES}.offsets.npy", np.cumsum(lengths))
-        with atomic_path(self.store / TOKENIZER_FILE) as tmp:
+        write_npy(self.new_store_file(f"{TEST_PERFORMANCES}.tokens.npy"), tokens.astype(token_dtype(VOCAB_SIZE)))
+        write_npy(self.new_store_file(f"{TEST_PERFORMANCES}.offsets.npy"), np.cumsum(lengths))
+        with atomic_path(self.new_store_file(TOKENIZER_FILE)) as tmp:
             self.tokenizer.save(tmp)
-        write_csv(self.store / PERFORMANCES_FILE, rows)
+        write_csv(self.new_store_file(PERFORMANCES_FILE), rows)
         extra = {
             "source": archive.source,
             "performances": {
@@ -250,8 +252,8 @@ class MaestroDataModule(TokenStoreDataModule):
     def long_test_sequences(self, length: int) -> list[np.ndarray]:
         """Extrapolation material: the whole test performances (the stored test chunks stop at chunk_length),
         cut into consecutive pieces of `length` tokens."""
-        tokens = np.load(self.store / f"{TEST_PERFORMANCES}.tokens.npy", mmap_mode="r")
-        offsets = np.load(self.store / f"{TEST_PERFORMANCES}.offsets.npy")
+        tokens = load_array(self.store, f"{TEST_PERFORMANCES}.tokens.npy", self.meta)
+        offsets = load_array(self.store, f"{TEST_PERFORMANCES}.offsets.npy", self.meta, mmap=False)
         pieces = []
         for begin, end in zip(offsets[:-1], offsets[1:], strict=True):
             pieces += [
@@ -262,7 +264,7 @@ class MaestroDataModule(TokenStoreDataModule):
     def performances(self) -> list[dict[str, str]]:
         """Rows of the store's performances.csv."""
         if self._performances is None:
-            with open(self.store / PERFORMANCES_FILE, newline="") as handle:
+            with open(store_file(self.store, PERFORMANCES_FILE, self.meta), newline="") as handle:
                 self._performances = list(csv.DictReader(handle))
         return self._performances
 
@@ -286,10 +288,11 @@ class MaestroDataModule(TokenStoreDataModule):
     def saved_tokenizer(self) -> REMI:
         """The tokenizer saved with the store: it decodes the store's tokens even if the code's config changes."""
         if self._saved_tokenizer is None:
-            path = self.store / TOKENIZER_FILE
-            if not path.exists():
-                raise FileNotFoundError(f"{path}: the maestro store is not prepared; run `make data-maestro`")
-            self._saved_tokenizer = REMI(params=path)
+            path = store_file(self.store, TOKENIZER_FILE, self.meta)
+            try:
+                self._saved_tokenizer = REMI(params=path)
+            except (OSError, ValueError, KeyError, TypeError) as err:
+                raise StoreError(f"{path}: not a saved miditok tokenizer ({err}); run `make data-maestro`") from err
         return self._saved_tokenizer
 
     def write_midi(self, tokens: np.ndarray | list[int], path: str | Path) -> Path:

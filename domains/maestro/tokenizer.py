@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sys
 import time
@@ -39,6 +40,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from symusic import Score
 
 from domains.atomic import atomic_path, write_text
+
+log = logging.getLogger("posbench.maestro")
 
 MIDITOK_VERSION = "3.0.4"
 VOCAB_SIZE = 328
@@ -164,17 +167,21 @@ def progress_enabled() -> bool:
 
 
 class TokenCache:
-    """<folder>/<sha256>.npy holds a file's ids; <sha256>.skipped.txt the reason it could not be tokenised."""
+    """<folder>/<sha256>.npy holds a file's ids; <sha256>.skipped.txt the reason it could not be tokenised. An
+    entry that cannot be read (damaged on disk) is a miss: the file is tokenised again and the entry rewritten."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
 
     def get(self, sha256: str) -> np.ndarray | str | None:
         tokens, skipped = self.folder / f"{sha256}.npy", self.folder / f"{sha256}.skipped.txt"
-        if tokens.exists():
-            return np.load(tokens)
-        if skipped.exists():
-            return skipped.read_text()
+        try:
+            if tokens.exists():
+                return np.load(tokens)
+            if skipped.exists():
+                return skipped.read_text()
+        except (OSError, ValueError, EOFError) as err:
+            log.warning("%s.*: damaged token cache entry (%s); tokenising the file again", self.folder / sha256, err)
         return None
 
     def put(self, sha256: str, result: np.ndarray | str) -> None:

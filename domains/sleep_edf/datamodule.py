@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from domains.atomic import atomic_path
-from domains.base import EmptySplitError, EvalWindows, Window
+from domains.base import EmptySplitError, EvalWindows, Window, check_minimum
 from domains.fetch import mirror_root, raw_dir
 from domains.sleep_edf.quantiles import VOCAB_SIZE, pooled_quantiles, quantise
 from domains.sleep_edf.recordings import (
@@ -94,11 +94,10 @@ class SleepEDFDataModule(TokenStoreDataModule):
         *,
         subjects: list[int] | None = None,
         split_seed: int = SPLIT_SEED,
-        eval_examples: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.eval_examples = eval_examples
+        check_minimum(self.domain, 0, split_seed=split_seed)
         self.subjects = sorted(int(s) for s in subjects) if subjects is not None else None
         self.split_seed = split_seed
         self._train_starts: np.ndarray | None = None
@@ -138,15 +137,17 @@ class SleepEDFDataModule(TokenStoreDataModule):
         return self.subjects is None or subject in self.subjects
 
     def fetch_raw(self) -> dict[str, Path]:
-        """Bring the recordings into raw/sleep_edf/physionet-sleep-data/ (a copy of the mirror's, or mne's
-        downloader), where the base class finds each of them."""
+        """Bring the recordings into raw/sleep_edf/physionet-sleep-data/: copies of the mirror's (each checked
+        before it replaces a local copy, `copy_recordings`), or mne's downloader, after which the base class finds
+        each of them (and downloads any it left out)."""
         names = self.recording_names()  # lists the mirror, or checks the subjects, before anything is written
         mirror = mirror_root()
         if mirror is not None:
-            copy_recordings(mirror / self.domain, names, raw_dir(self.domain) / RAW_SUBDIR)
-        else:
-            subjects = self.subjects if self.subjects is not None else sorted(read_age_table())
-            download_recordings(subjects, raw_dir(self.domain))
+            folder = raw_dir(self.domain) / RAW_SUBDIR
+            copy_recordings(mirror / self.domain, names, folder)
+            return {f"{RAW_SUBDIR}/{name}": folder / name for name in names}
+        subjects = self.subjects if self.subjects is not None else sorted(read_age_table())
+        download_recordings(subjects, raw_dir(self.domain))
         return super().fetch_raw()
 
     # ---- building the store ----------------------------------------------------------------------------------
@@ -239,10 +240,8 @@ class SleepEDFDataModule(TokenStoreDataModule):
         night, start = grid_windows(np.diff(self.split(split).offsets), self.context)
         if not len(night):
             raise EmptySplitError(f"{split}: no night of the {self.store} store holds {self.context} tokens")
-        if self.eval_examples is not None and self.eval_examples < len(night):
-            keep = np.unique(np.linspace(0, len(night) - 1, self.eval_examples).round().astype(np.int64))
-            night, start = night[keep], start[keep]
-        return night, start
+        keep = self.eval_example_indices(len(night))
+        return night[keep], start[keep]
 
     def build_split_windows(self, split: str) -> EvalWindows:
         """The eval_grid windows of `context` tokens; each window is one example, its first token unscored.

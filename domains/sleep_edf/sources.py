@@ -2,24 +2,23 @@
 which checks its own sha1 table) or the files of a mirror folder, and how their names pair into nights.
 
 Either way they end up in $POSBENCH_DATA/raw/sleep_edf/physionet-sleep-data/ (mne's layout). The mirror
-($POSBENCH_MIRROR/sleep_edf/) is a flat folder of PhysioNet-named files; a mirror file is copied again only when
-its size or modification time changed.
+($POSBENCH_MIRROR/sleep_edf/) is a flat folder of PhysioNet-named files, copied by `domains.fetch`'s rule: a
+local copy with the mirror file's size and modification time is kept; any other mirror file must pass
+`check_edf` (a readable EDF header, every data record it announces present) before its copy replaces the local
+one, and one that fails raises SleepEDFError naming it, leaving the local copy as it was.
 """
 
 from __future__ import annotations
 
 import csv
-import filecmp
 import re
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import mne
 
-from domains.atomic import atomic_path
-from domains.fetch import FetchError
-from domains.sleep_edf.recordings import SleepEDFError
+from domains.fetch import FetchError, copy_verified
+from domains.sleep_edf.recordings import SleepEDFError, check_edf
 
 RAW_SUBDIR = "physionet-sleep-data"  # where mne's fetch_data puts the files under its `path`
 PHYSIONET_URL = mne.datasets.sleep_physionet.age.BASE_URL
@@ -73,13 +72,10 @@ def mirror_recordings(source: Path, wanted: Callable[[int], bool]) -> list[str]:
 
 
 def copy_recordings(source: Path, names: list[str], dest: Path) -> None:
-    """Copy the named files from the mirror folder `source` into `dest`, skipping those already there."""
-    dest.mkdir(parents=True, exist_ok=True)
+    """Copy the named files from the mirror folder `source` into `dest` by `domains.fetch`'s rule (see the
+    module doc): unchanged ones are kept, changed ones are checked with `check_edf` first."""
     for name in names:
-        # copy2 keeps the mtime, so a shallow comparison (size and mtime) spots a changed mirror file
-        if not (dest / name).is_file() or not filecmp.cmp(source / name, dest / name, shallow=True):
-            with atomic_path(dest / name) as tmp:
-                shutil.copy2(source / name, tmp)
+        copy_verified(source / name, dest / name, verify=check_edf)
 
 
 def pair_recordings(names: list[str]) -> dict[str, tuple[str | None, str | None]]:

@@ -20,7 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from domains.base import EmptySplitError, EvalWindows, Metric, SequenceDataModule, Window, windows_from_examples
+from domains.base import (
+    EmptySplitError,
+    EvalWindows,
+    Metric,
+    SequenceDataModule,
+    Window,
+    check_minimum,
+    windows_from_examples,
+)
 from domains.synthetic.registry import TASKS, get_task, sample_example
 from domains.synthetic.task import Example, Task
 
@@ -62,6 +70,7 @@ class SyntheticDataModule(SequenceDataModule):
         super().__init__(**kwargs)
         self.task: Task = get_task(task)
         self.task.max_length(self.context)  # a context too short for the task fails here, naming both
+        check_minimum(self.domain, 1, eval_examples=eval_examples)
         self.eval_examples = eval_examples
 
     @property
