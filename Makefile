@@ -52,6 +52,9 @@ compare: $(ENV_STAMP) ## Compare the runs: results/summary.md (+ csv, json, figu
 throughput: $(ENV_STAMP) ## Tokens/s, memory, FLOP use of every encoding: results/throughput.{csv,png} (PRESET, ARGS)
 	$(PY) -m pipelines.throughput --preset $(PRESET) $(ARGS)
 
+gpu-check: $(ENV_STAMP) ## On a CUDA GPU: paper presets in bf16, CoPE tiles, ratios, matmul-peak share: results/gpu_check/report.md (ARGS)
+	$(PY) -m pipelines.gpu_check $(ARGS)
+
 demo: $(ENV_STAMP) ## Small real comparison of the full roster on synthetic tasks (CPU, about 11 minutes)
 	$(PY) -m pipelines.demo
 
@@ -69,4 +72,4 @@ format: $(ENV_STAMP) ## Apply ruff's fixes and formatting
 clean: ## Remove runs and results (keeps data and the environment)
 	rm -rf runs results
 
-.PHONY: help env test test-fast train compare throughput demo lint format clean
+.PHONY: help env test test-fast train compare throughput gpu-check demo lint format clean

@@ -23,7 +23,18 @@ from models.gpt import GPT, GPTConfig
 
 
 class NonFiniteLossError(RuntimeError):
-    """Raised when a training loss is NaN or infinite; the last good checkpoint stays as it was."""
+    """The training loss became NaN or infinite: the run stops, keeps its last good checkpoint, writes no results."""
+
+
+def check_finite_losses(steps: list[int], losses: torch.Tensor) -> None:
+    """NonFiniteLossError naming the first step whose loss is not finite (`losses` on the host, one per step)."""
+    bad = torch.nonzero(~torch.isfinite(losses)).flatten()
+    if bad.numel():
+        first = int(bad[0])
+        raise NonFiniteLossError(
+            f"loss is {losses[first].item()} at step {steps[first]}; training stopped, the last good "
+            "checkpoint is kept and no results are written for this run"
+        )
 
 
 @dataclass
@@ -73,6 +84,14 @@ def token_nll(model: GPT, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor,
     return nll, correct, batch["scored"][:, 1:]
 
 
+def dropout_seed(seed: int, step: int, rank: int = 0) -> int:
+    """The torch seed of one training step's dropout masks: a function of (seed, step), like the data, so a resumed
+    run draws the same masks even though loaders and validation passes consume random numbers at different times;
+    and of the DDP rank, whose share of the batch needs masks of its own (rank 0 keeps the single-process seed)."""
+    entropy = [seed, step] if rank == 0 else [seed, step, rank]
+    return int(np.random.SeedSequence(entropy).generate_state(1)[0])
+
+
 class DecoderLM(L.LightningModule):
     def __init__(self, model: dict[str, Any], optim: dict[str, Any], seed: int = 0) -> None:
         super().__init__()
@@ -84,9 +103,8 @@ class DecoderLM(L.LightningModule):
 
     # ---- training -----------------------------------------------------------------------------------
     def on_train_batch_start(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        """Dropout masks are a function of (seed, step), like the data: a resumed run draws the same ones even
-        though loaders and validation passes consume random numbers at different times."""
-        torch.manual_seed(int(np.random.SeedSequence([self.seed, self.global_step]).generate_state(1)[0]))
+        rank = self.trainer.global_rank if self._trainer is not None else 0
+        torch.manual_seed(dropout_seed(self.seed, self.global_step, rank))
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict[str, torch.Tensor]:
         """Mean NLL over the scored tokens of the global batch. Under DDP each rank holds part of the batch and
@@ -100,12 +118,7 @@ class DecoderLM(L.LightningModule):
             totals = self.all_gather(totals).sum(0)  # one collective per step: the global NLL sum and count
         n_scored = totals[1].clamp_min(1)
         loss = nll_sum * ranks / n_scored
-        global_loss = totals[0] / n_scored
-        if not torch.isfinite(global_loss):
-            raise NonFiniteLossError(
-                f"loss is {global_loss.item()} at step {self.global_step}; training stopped, the last good "
-                "checkpoint is kept and no results are written for this run"
-            )
+        global_loss = totals[0] / n_scored  # checked for NaN by the trainer's log, in batches (no sync per step)
         self.log("train/loss", global_loss, prog_bar=True)
         self.log("lr", self.lr_schedulers().get_last_lr()[0])
         return {"loss": loss, "global_loss": global_loss}

@@ -107,6 +107,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if settings.device == "auto":
         settings.device = "cuda" if torch.cuda.is_available() else "cpu"
     settings.device = torch.device(settings.device)
+    if settings.device.type == "cuda":
+        torch.set_float32_matmul_precision("high")  # TF32, as training on a GPU uses it
     settings.compiled = {"off": [False], "on": [True], "both": [False, True]}[settings.compile]
     if settings.memory_limit_gb is None:
         settings.memory_limit_gb = model.default_memory_limit_gb(settings.device)

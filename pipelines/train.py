@@ -16,6 +16,7 @@ model evaluated with YaRN. A NaN loss stops the run with failed.json and no resu
 from __future__ import annotations
 
 import hydra
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig
 
 from pipelines.experiment.training import train_and_evaluate
@@ -25,8 +26,9 @@ from pipelines.runs.metrics import summary_path
 @hydra.main(config_path="../configs", config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     folder = train_and_evaluate(cfg)
-    print(f"run: {folder}")
-    print(summary_path(folder).read_text())
+    if rank_zero_only.rank == 0:  # under DDP the other ranks leave the evaluation and its files to rank 0
+        print(f"run: {folder}")
+        print(summary_path(folder).read_text())
 
 
 if __name__ == "__main__":

@@ -317,3 +317,15 @@ def test_per_head_positional_parameters_take_no_weight_decay(pe, name):
     assert groups[0] == ({name}, 0.0, None)
     decayed = next(names for names, decay, _ in groups if decay > 0)
     assert name not in decayed and "blocks.0.attn.qkv.weight" in decayed
+
+
+@pytest.mark.parametrize("pe", [name for name in available() if not encoding_class(name).evaluation_only])
+def test_forward_and_backward_make_no_tensor_off_the_models_device(pe):
+    """On the meta device every tensor an encoding makes from scratch without the input's device (a CPU-made table
+    multiplied by GPU positions crashes on any GPU) fails with a device mismatch, and a host sync (`.item()`) fails
+    too: the check a GPU run would do, without a GPU."""
+    model = small_model(pe).to("meta")
+    logits = model(torch.randint(0, 50, (2, 12), device="meta"))
+    logits.sum().backward()
+    assert logits.device.type == "meta"
+    assert all(p.grad is not None and p.grad.device.type == "meta" for p in model.parameters() if p.requires_grad)

@@ -218,7 +218,7 @@ def test_each_domain_summary_states_what_its_numbers_rest_on_above_its_table(tmp
     text = compare(tmp_path / "runs", "jsb", tmp_path / "out").read_text()
     line = (
         "N = 5 test examples; seeds 0, 1, 2; reference `darope`; 95% within-example intervals (Cousineau's "
-        "normalisation with Morey's correction (SPEC 3)); paired two-sided t-tests against `darope`, Holm-corrected "
+        "normalisation with Morey's correction); paired two-sided t-tests against `darope`, Holm-corrected "
         "over 2 baselines."
     )
     assert line in text.splitlines() and text.index(line) < text.index("| rank |")

@@ -24,7 +24,7 @@ def sinusoid_table(pos: torch.Tensor, d_model: int) -> torch.Tensor:
     """(T, d_model) table in fp32."""
     if d_model % 2:
         raise ValueError(f"the sinusoidal table needs an even d_model, got {d_model}")
-    inv_freq = 10_000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    inv_freq = 10_000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64, device=pos.device) / d_model)
     angle = pos.double()[:, None] * inv_freq[None, :]
     table = torch.stack((angle.sin(), angle.cos()), dim=-1).flatten(-2)  # interleave: sin at 2i, cos at 2i+1
     return table.float()
@@ -43,7 +43,7 @@ class SinusoidalAbsolute(PositionalEncoding):
         return {**super().describe(), "scale": self.scale}
 
     def prepare(self, pos: torch.Tensor) -> torch.Tensor:
-        return sinusoid_table(super().prepare(pos), self.d_model).to(pos.device)
+        return sinusoid_table(super().prepare(pos), self.d_model)
 
     def embed(self, x: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         return x + self.scale * state.to(x.dtype)

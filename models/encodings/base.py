@@ -19,6 +19,7 @@ positional mechanisms at once (say a learned table left on beside RoPE).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import pkgutil
@@ -36,6 +37,14 @@ HOOK_OF_MECHANISM = {
 }
 
 _REGISTRY: dict[str, type[PositionalEncoding]] = {}
+
+
+def outside_autocast(device: torch.device) -> contextlib.AbstractContextManager:
+    """A region kept in the tensors' own precision under mixed-precision autocast (angle math in fp32). Devices
+    without autocast (meta, used to check that a forward pass makes no tensor on the wrong device) need none."""
+    if device.type in ("cpu", "cuda", "mps", "xpu"):
+        return torch.autocast(device_type=device.type, enabled=False)
+    return contextlib.nullcontext()
 
 
 class PositionalEncoding(nn.Module):
@@ -84,11 +93,14 @@ class PositionalEncoding(nn.Module):
         return 1.0 / math.sqrt(self.head_dim)
 
     def prepare(self, pos: torch.Tensor) -> Any:
-        """Per-forward state shared by all layers; `pos` is a (T,) long tensor of positions."""
+        """Per-forward state shared by all layers; `pos` is a (T,) long tensor of the positions 0..T-1. An encoding
+        with `max_positions` refuses a longer sequence by its shape (reading the positions' values would wait for
+        the device every step)."""
         limit = self.max_positions
-        if limit is not None and pos.numel() and int(pos.max()) >= limit:
+        if limit is not None and pos.shape[-1] > limit:
             raise ValueError(
-                f"encoding {self.name!r} represents positions 0..{limit - 1}; asked for position {int(pos.max())}"
+                f"encoding {self.name!r} represents positions 0..{limit - 1}; "
+                f"asked for positions up to {pos.shape[-1] - 1}"
             )
         return pos
 

@@ -59,7 +59,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.encodings.base import PositionalEncoding, register
+from models.encodings.base import PositionalEncoding, outside_autocast, register
 
 # Tile shape defaults per device. CPU (measured here, 1 thread): tiles of 64 rows and an 8 MiB workspace run
 # 10-20% faster than 128-256 rows (more of the causal triangle skipped, tiles closer to cache size) and larger
@@ -227,7 +227,7 @@ def cope_forward(
     device = q.device
     dtype, tiles = _setup(q, tile_bytes)
     T = q.shape[1]
-    with torch.no_grad(), torch.autocast(device.type, enabled=False):
+    with torch.no_grad(), outside_autocast(device):
         qs, kf, vf = q.to(dtype) * scale, k.to(dtype), v.to(dtype)
         E, ED = _tables(table, T, dtype)
         ws = _Workspace(tiles, dtype, device)
@@ -280,7 +280,7 @@ def cope_backward(
     device = q.device
     dtype, tiles = _setup(q, tile_bytes)
     T = q.shape[1]
-    with torch.no_grad(), torch.autocast(device.type, enabled=False), _replayed_rng(device, rng):
+    with torch.no_grad(), outside_autocast(device), _replayed_rng(device, rng):
         qs, kf, vf = q.to(dtype) * scale, k.to(dtype), v.to(dtype)
         E, ED = _tables(table, T, dtype)
         dO = grad_out.to(dtype)

@@ -28,7 +28,7 @@ neglected.
 import torch
 from torch import nn
 
-from models.encodings.base import PositionalEncoding, register
+from models.encodings.base import PositionalEncoding, outside_autocast, register
 from models.encodings.rope import RoPE, at_least_fp32, fast_band_count, rotate, unit_rotations
 
 EPS = 1e-6
@@ -57,7 +57,7 @@ class DaRoPE(RoPE):
 
     def coordinates(self, x: torch.Tensor, prior: torch.Tensor, layer: int) -> torch.Tensor:
         """c_h(x_m) for every head: (B, T, H), in fp32."""
-        with torch.autocast(device_type=x.device.type, enabled=False):  # autocast would run the matmul in bf16
+        with outside_autocast(x.device):  # autocast would run the matmul in bf16
             weight = at_least_fp32(self.coordinate_weight[layer])
             logits = at_least_fp32(x) @ weight.T  # (B, T, H): one projection for all heads
             logits = logits + prior[:, None] * at_least_fp32(self.prior_weight[layer])[None, :]

@@ -31,7 +31,7 @@ import math
 
 import torch
 
-from models.encodings.base import register
+from models.encodings.base import outside_autocast, register
 from models.encodings.rope import at_least_fp32, rotate
 from models.encodings.rope_dup import DuplicatedRoPE
 
@@ -69,7 +69,7 @@ class HDRoPE(DuplicatedRoPE):
         self.register_buffer("block_basis", blocks.float(), persistent=False)
 
     def transform_qk(self, q, k, state, x, layer):
-        with torch.autocast(device_type=q.device.type, enabled=False):  # keep the basis change out of bf16
+        with outside_autocast(q.device):  # keep the basis change out of bf16
             q32, k32 = at_least_fp32(q), at_least_fp32(k)
             basis = self.block_basis.to(q32.dtype)
             # row vectors: x @ blockdiag(Q) is Q^T x on every block; then rope_dup's rotation

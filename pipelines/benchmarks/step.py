@@ -173,7 +173,13 @@ class StepFigures:
 
 class StepBench:
     """One DecoderLM, built and warmed up once; `time(reps)` adds timed training and evaluation steps, so that
-    several benches can be timed in interleaved rounds (drift of the machine then hits every encoding alike)."""
+    several benches can be timed in interleaved rounds (drift of the machine then hits every encoding alike).
+
+    Between its turns a bench is parked: its parameters, optimiser state and batch move to `parking` (the host), so
+    the device holds only the model being timed (at HRG's paper size one roster's models and AdamW states alone
+    would fill 64 GB, and which encodings ran out of memory would depend on their order)."""
+
+    parking = torch.device("cpu")
 
     def __init__(
         self,
@@ -208,6 +214,26 @@ class StepBench:
         self.module.eval()
         warm_eval = time_calls(self.eval_step, device, max(1, warmup))
         self.first_train_seconds, self.first_eval_seconds = warm_train[0], warm_eval[0]
+        self.park()
+
+    def park(self) -> None:
+        """Move the model, its optimiser state and its batch off the device (see the class docstring)."""
+        self._move(self.parking)
+
+    def unpark(self) -> None:
+        self._move(self.device)
+
+    def _move(self, device: torch.device) -> None:
+        if device == self.device == self.parking:
+            return
+        self.module.to(device)  # in place: the optimiser and a compiled graph keep the same parameters
+        for state in self.optimizer.state.values():
+            for key, value in state.items():
+                if isinstance(value, torch.Tensor) and value.ndim:  # AdamW's scalar `step` stays on the host
+                    state[key] = value.to(device)
+        self.data = {key: value.to(device) for key, value in self.data.items()}
+        if device.type != "cuda" and self.device.type == "cuda":
+            torch.cuda.empty_cache()
 
     def forward(self) -> torch.Tensor:
         with autocast(self.device, self.dtype):
@@ -232,10 +258,12 @@ class StepBench:
             token_nll(self.model, self.data)
 
     def time(self, reps: int) -> None:
+        self.unpark()
         self.module.train()
         self.train_seconds += time_calls(self.train_step, self.device, reps)
         self.module.eval()
         self.eval_seconds += time_calls(self.eval_step, self.device, reps)
+        self.park()
 
     def figures(self) -> StepFigures:
         return StepFigures(

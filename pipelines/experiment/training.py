@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, fields
@@ -29,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from domains.atomic import atomic_path, write_json, write_text
 from models.gpt import GPTConfig
-from models.training import DecoderLM, OptimConfig
+from models.training import DecoderLM, OptimConfig, check_finite_losses
 from pipelines.experiment.config import build_datamodule, model_config
 from pipelines.experiment.evaluation import evaluate_splits, evaluate_yarn
 from pipelines.runs.layout import CHECKPOINTS, DONE, FAILED, TRAIN_LOG, run_folder
@@ -66,6 +67,9 @@ class TrainerSettings:
     strategy: str
     num_workers: int
     optim: dict[str, Any]
+    # model.pt and the metrics are all a finished run needs; its last checkpoint (GBs at paper scale) is deleted
+    # once done.json is written, unless kept
+    keep_checkpoint: bool = False
 
     def __post_init__(self) -> None:
         def count(value: Any, least: int) -> bool:
@@ -101,13 +105,22 @@ class TrainerSettings:
 
 
 class TrainLog(Callback):
-    """Appends step, loss and lr to train_log.csv and measures training tokens/s (forward, backward, step). The
-    time and tokens are part of the checkpoint, so a resumed run reports the figure over all of its training."""
+    """Appends step, loss and lr to train_log.csv, stops a diverged run, and measures training tokens/s (forward,
+    backward, step). The time and tokens are part of the checkpoint, so a resumed run reports the figure over all
+    of its training.
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    The losses stay on the device and are read in batches, every FLUSH_EVERY steps and at every checkpoint step:
+    reading each step's loss would wait for the GPU every step. A NaN or infinite loss in a batch stops the run
+    there, before the checkpoint of that step is written (Lightning runs checkpoint callbacks last), so the last
+    checkpoint is always one of a healthy run; the rows before the first bad step are kept."""
+
+    FLUSH_EVERY = 50
+
+    def __init__(self, path: Path, ckpt_every: int) -> None:
+        self.path, self.ckpt_every = path, ckpt_every
         self.seconds = 0.0
         self.tokens = 0
+        self._pending: list[tuple[int, torch.Tensor, float]] = []  # (step, loss on the device, lr)
 
     def state_dict(self) -> dict[str, float]:
         return {"seconds": self.seconds, "tokens": self.tokens}
@@ -127,18 +140,41 @@ class TrainLog(Callback):
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
         self._lr = trainer.optimizers[0].param_groups[0]["lr"]  # the rate this step is taken with
+        _synchronize(module.device)
         self._began = time.perf_counter()
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
+        _synchronize(module.device)  # a GPU step ends when its kernels do, not when Python has queued them
         self.seconds += time.perf_counter() - self._began
         self.tokens += batch["tokens"][:, :-1].numel() * trainer.world_size
-        if trainer.is_global_zero:
+        step = trainer.global_step  # steps done, this one included
+        self._pending.append((step - 1, outputs["global_loss"].detach(), self._lr))
+        if step % self.FLUSH_EVERY == 0 or step % self.ckpt_every == 0 or step >= trainer.max_steps:
+            self.flush(trainer)
+
+    def flush(self, trainer) -> None:
+        """Write the pending rows; NonFiniteLossError at the first step whose loss is not finite."""
+        if not self._pending:
+            return
+        steps = [step for step, _, _ in self._pending]
+        losses = torch.stack([loss for _, loss, _ in self._pending]).float().cpu()  # one wait for the device
+        rates = [lr for _, _, lr in self._pending]
+        self._pending = []
+        bad = torch.nonzero(~torch.isfinite(losses)).flatten()
+        good = int(bad[0]) if bad.numel() else len(steps)  # the rows before the first bad step
+        if trainer.is_global_zero and good:
             with open(self.path, "a") as handle:
-                handle.write(f"{trainer.global_step - 1},{outputs['global_loss'].item():.8f},{self._lr:.8g}\n")
+                handle.writelines(f"{steps[i]},{losses[i].item():.8f},{rates[i]:.8g}\n" for i in range(good))
+        check_finite_losses(steps, losses)
 
     @property
     def tokens_per_s(self) -> float | None:
         return self.tokens / self.seconds if self.seconds else None
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def train_and_evaluate(cfg: DictConfig, callbacks: list[Callback] | None = None) -> Path:
@@ -174,7 +210,7 @@ def _train_and_evaluate(
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     module = DecoderLM(model=model_cfg, optim=optim, seed=cfg.seed)
     resume = folder / CHECKPOINTS / "last.ckpt"
-    train_log = TrainLog(folder / TRAIN_LOG)
+    train_log = TrainLog(folder / TRAIN_LOG, settings.ckpt_every)
     trainer = L.Trainer(
         default_root_dir=folder,
         max_steps=settings.max_steps,
@@ -198,6 +234,8 @@ def _train_and_evaluate(
             *(callbacks or []),
         ],
     )
+    if trainer.strategy.root_device.type == "cuda":
+        torch.set_float32_matmul_precision("high")  # TF32 for the fp32 matmuls (bf16 autocast covers the rest)
     began = time.perf_counter()
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=resume if resume.exists() else None)
@@ -208,20 +246,26 @@ def _train_and_evaluate(
     if not trainer.is_global_zero:  # under DDP the other ranks stop here: rank 0 evaluates and writes the results
         return folder
 
-    device = module.device
-    save_run_model(folder, module.model, model_cfg)
-    evaluation = evaluate_splits(module.model, datamodule, folder, device)
+    # Lightning's teardown has moved the module back to the CPU: score on the device it trained on, in its precision
+    device = trainer.strategy.root_device
+    model = module.model.to(device)
+    save_run_model(folder, model, model_cfg)
+    with trainer.precision_plugin.forward_context():
+        evaluation = evaluate_splits(model, datamodule, folder, device)
     write_run_manifest(
         folder,
         cfg,
         datamodule,
-        module.model,
+        model,
         evaluation,
         tokens_per_s=train_log.tokens_per_s,
         train_seconds=train_seconds,
         steps=trainer.global_step,
         device=str(device),
     )
-    evaluate_yarn(folder, module.model, datamodule, device)  # before DONE: a rerun redoes it if killed here
+    with trainer.precision_plugin.forward_context():
+        evaluate_yarn(folder, model, datamodule, device)  # before DONE: a rerun redoes it if killed here
     write_json(folder / DONE, {"finished": datetime.now(timezone.utc).isoformat()})
+    if not settings.keep_checkpoint:
+        shutil.rmtree(folder / CHECKPOINTS, ignore_errors=True)
     return folder

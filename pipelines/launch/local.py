@@ -41,10 +41,11 @@ def die_with_parent(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _job_env(threads: int, gpu: int | None) -> dict[str, str]:
+def job_env(threads: int, gpu: str | None) -> dict[str, str]:
+    """A run's environment: its share of the CPU threads, and the one GPU it sees (as visible_gpus names it)."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "POSBENCH_PROGRESS": "0"}
     if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        env["CUDA_VISIBLE_DEVICES"] = gpu
     return env
 
 
@@ -58,10 +59,10 @@ def _failure_reason(job: Job, fallback: str) -> str:
         return f"{fallback} ({failed} is unreadable)"
 
 
-def _run_isolated(jobs: list[Job], workers: int, threads: int, gpus: list[int], view: ProgressView) -> None:
+def _run_isolated(jobs: list[Job], workers: int, threads: int, gpus: list[str], view: ProgressView) -> None:
     """One `python -m pipelines.train` process per run; output in <run>/train.out."""
     queue = [job for job in jobs if job.status == "queued"]
-    running: dict[subprocess.Popen, tuple[Job, int | None, object]] = {}
+    running: dict[subprocess.Popen, tuple[Job, str | None, object]] = {}
     free_gpus = list(gpus)
     while queue or running:
         while queue and len(running) < workers:
@@ -74,7 +75,7 @@ def _run_isolated(jobs: list[Job], workers: int, threads: int, gpus: list[int], 
                 command,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env=_job_env(threads, gpu),
+                env=job_env(threads, gpu),
                 preexec_fn=functools.partial(die_with_parent, os.getpid()),
             )
             job.status, job.began, job.first_seen = "running", time.time(), (time.time(), job.step)
@@ -157,7 +158,12 @@ def run_local(jobs: list[Job], workers: int, isolate: bool = True, live: bool | 
     return [job for job in jobs if job.status == "failed"]
 
 
-def visible_gpus() -> list[int]:
+def visible_gpus() -> list[str]:
+    """The GPUs runs may use, each as CUDA_VISIBLE_DEVICES names it to a child process: the sweep's own
+    CUDA_VISIBLE_DEVICES entries when it has them (with "4,5" the runs go to physical GPUs 4 and 5, not 0 and 1;
+    ids or UUIDs alike), else the indices of every GPU."""
     import torch
 
-    return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    listed = [name.strip() for name in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if name.strip()]
+    return listed[:count] if listed else [str(index) for index in range(count)]

@@ -58,7 +58,7 @@ def render_domain_report(result: DomainResult, folder: Path) -> list[str]:
     return [*SUMMARY_FILES, *figures]
 
 
-INTERVAL_METHOD = "Cousineau's normalisation with Morey's correction (SPEC 3)"
+INTERVAL_METHOD = "Cousineau's normalisation with Morey's correction"
 
 
 def seeds_text(result: DomainResult) -> str:

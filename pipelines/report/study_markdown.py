@@ -104,7 +104,7 @@ def _table_section(study: Study) -> list[str]:
             "",
             f"{', '.join(per_example)}: mean test NLL in nats (each test example averaged over the seeds every "
             "encoding finished, then over the examples) ± the half width of its 95% within-example interval "
-            f"({INTERVAL_METHOD}; paper 000's Figure 3 draws the same; the between-example interval is in "
+            f"({INTERVAL_METHOD}, SPEC 3; paper 000's Figure 3 draws the same; the between-example interval is in "
             "summary.csv). Paired two-sided "
             "t-tests against the reference on the seed-averaged examples, Holm-corrected over the baselines of each "
             "domain: `*` p < 0.05, `**` p < 0.01, `***` p < 0.001 when the reference has the lower NLL (paper "
