@@ -46,7 +46,9 @@ def check_minimum(where: str, minimum: int, **settings: Any) -> None:
 class TrainStream(IterableDataset):
     """Infinite stream of training batches from `start_step` on; batch s holds samples s*B .. s*B+B-1 (this
     rank's share). With loader workers, worker w of n produces steps start+w, start+w+n, ... and the loader
-    interleaves them back into step order."""
+    interleaves them back into step order. With gradient accumulation over A batches, optimiser step k takes the
+    loader's batches kA .. kA+A-1 of every rank: the samples k*G .. k*G+G-1, G = B x A x ranks, exactly the batch
+    one process would take with batch size G."""
 
     def __init__(
         self,
@@ -239,13 +241,14 @@ class SequenceDataModule(L.LightningDataModule, ABC):
         return self._windows[split]
 
     def train_stream(self) -> TrainStream:
-        """Lightning asks for the loader after restoring a checkpoint, so global_step is where training resumes."""
+        """Lightning asks for the loader after restoring a checkpoint, so global_step (in optimiser steps, each
+        `accumulate_grad_batches` loader batches) is where training resumes."""
         trainer = self.trainer
         return TrainStream(
             self.draw_train_window,
             self.seed,
             self.batch_size,
-            start_step=trainer.global_step if trainer else 0,
+            start_step=trainer.global_step * trainer.accumulate_grad_batches if trainer else 0,
             rank=trainer.global_rank if trainer else 0,
             world_size=trainer.world_size if trainer else 1,
         )

@@ -84,11 +84,12 @@ def token_nll(model: GPT, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor,
     return nll, correct, batch["scored"][:, 1:]
 
 
-def dropout_seed(seed: int, step: int, rank: int = 0) -> int:
-    """The torch seed of one training step's dropout masks: a function of (seed, step), like the data, so a resumed
+def dropout_seed(seed: int, step: int, rank: int = 0, micro: int = 0) -> int:
+    """The torch seed of one training batch's dropout masks: a function of (seed, step), like the data, so a resumed
     run draws the same masks even though loaders and validation passes consume random numbers at different times;
-    and of the DDP rank, whose share of the batch needs masks of its own (rank 0 keeps the single-process seed)."""
-    entropy = [seed, step] if rank == 0 else [seed, step, rank]
+    and of the DDP rank and the accumulated micro-batch of the step, each of which needs masks of its own (rank 0's
+    first micro-batch keeps the single-process seed)."""
+    entropy = [seed, step] if rank == micro == 0 else [seed, step, rank, micro]
     return int(np.random.SeedSequence(entropy).generate_state(1)[0])
 
 
@@ -100,28 +101,52 @@ class DecoderLM(L.LightningModule):
         self.model_cfg = GPTConfig(**model)
         self.optim_cfg = OptimConfig(**optim)
         self.model = GPT(self.model_cfg)
+        self._micro_step, self._micro = -1, 0  # the optimiser step the micro-batches are counted in, and which one
+        self._step_totals: torch.Tensor | None = None  # accumulation: the step's global (NLL sum, count) so far
 
     # ---- training -----------------------------------------------------------------------------------
     def on_train_batch_start(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        if self._micro_step != self.global_step:
+            self._micro_step, self._micro, self._step_totals = self.global_step, 0, None
+        else:
+            self._micro += 1
         rank = self.trainer.global_rank if self._trainer is not None else 0
-        torch.manual_seed(dropout_seed(self.seed, self.global_step, rank))
+        torch.manual_seed(dropout_seed(self.seed, self.global_step, rank, self._micro))
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict[str, torch.Tensor]:
-        """Mean NLL over the scored tokens of the global batch. Under DDP each rank holds part of the batch and
-        the gradients are averaged over ranks, so each rank's NLL sum is divided by the global count / ranks:
-        the step then equals one process taking the whole batch, whatever the ranks' scored-token counts."""
+        """Mean NLL over the scored tokens of the global batch of the step: every rank's share, and with gradient
+        accumulation every micro-batch of the step. Under DDP the gradients are averaged over ranks, so each rank's
+        NLL sum is divided by the global count / ranks: the step then equals one process taking the whole batch,
+        whatever the ranks' scored-token counts. With accumulation the step's count is known only after its last
+        micro-batch: each micro-batch's gradient is that of its NLL sum, and on_before_optimizer_step divides the
+        accumulated gradient by the step's global count (Lightning divides each loss by the micro-batches)."""
         nll, _, scored = token_nll(self.model, batch)
         nll_sum = (nll * scored).sum()
         totals = torch.stack([nll_sum.detach(), scored.sum().to(nll_sum.dtype)])  # this rank's (NLL sum, count)
         ranks = self.trainer.world_size if self._trainer is not None else 1
         if ranks > 1:
-            totals = self.all_gather(totals).sum(0)  # one collective per step: the global NLL sum and count
-        n_scored = totals[1].clamp_min(1)
-        loss = nll_sum * ranks / n_scored
-        global_loss = totals[0] / n_scored  # checked for NaN by the trainer's log, in batches (no sync per step)
+            totals = self.all_gather(totals).sum(0)  # one collective per batch: the global NLL sum and count
+        accumulate = self.trainer.accumulate_grad_batches if self._trainer is not None else 1
+        if accumulate > 1:
+            self._step_totals = totals if self._step_totals is None else self._step_totals + totals
+            totals = self._step_totals
+            loss = nll_sum * ranks * accumulate
+        else:
+            loss = nll_sum * ranks / totals[1].clamp_min(1)
+        global_loss = totals[0] / totals[1].clamp_min(1)  # the trainer's log checks it for NaN, in batches
         self.log("train/loss", global_loss, prog_bar=True)
         self.log("lr", self.lr_schedulers().get_last_lr()[0])
         return {"loss": loss, "global_loss": global_loss}
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """With gradient accumulation: the gradients of the step's NLL sum become those of its mean (see
+        training_step), before clipping and the update."""
+        if self._step_totals is None:
+            return
+        scale = 1.0 / self._step_totals[1].clamp_min(1)
+        for param in self.model.parameters():
+            if param.grad is not None:
+                param.grad.mul_(scale)
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         nll, _, scored = token_nll(self.model, batch)

@@ -174,3 +174,28 @@ def test_the_gpu_check_runs_on_a_cpu_at_the_tiny_preset_and_writes_one_report(tm
     for title in ("Paper-preset steps (bf16)", "CoPE attention by tile budget", "share of the measured bf16"):
         assert title in markdown
     assert (tmp_path / "throughput.csv").exists()
+
+
+# ---- gradient accumulation resumes exactly -------------------------------------------------------------------
+class StopAt(Callback):
+    """Stands in for a kill: raises when the first micro-batch of optimiser step `at` starts."""
+
+    def __init__(self, at):
+        self.at = at
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        if trainer.global_step == self.at:
+            raise InterruptedError(f"stopped at step {self.at}")
+
+
+@pytest.mark.slow
+def test_an_accumulating_run_resumed_mid_training_reproduces_the_uninterrupted_run(tmp_path):
+    overrides = ["trainer.max_steps=8", "trainer.ckpt_every=3", "trainer.accumulate=2", "model.dropout=0.1"]
+    straight = train_and_evaluate(config(tmp_path / "a", *overrides))
+    cfg = config(tmp_path / "b", *overrides)
+    with pytest.raises(InterruptedError):
+        train_and_evaluate(cfg, callbacks=[StopAt(5)])
+    resumed = train_and_evaluate(cfg)  # from the checkpoint at step 3: loader batch 6 on
+    assert (resumed / "train_log.csv").read_text() == (straight / "train_log.csv").read_text()
+    weights = [torch.load(folder / "model.pt", weights_only=True)["state_dict"] for folder in (straight, resumed)]
+    assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])

@@ -129,18 +129,23 @@ def run_properties(run: RunFolder) -> dict[str, str]:
         return _value(run, manifest, *keys)
 
     model = get("config", "model")
-    steps, batch, context = (
-        get("config", "trainer", "max_steps"),
-        get("config", "trainer", "batch_size"),
-        model.get("context"),
+    trainer = get("config", "trainer")
+    devices = trainer.get("devices", 1)
+    # the effective batch: per device x accumulated micro-batches x devices (runs from before accumulation: 1)
+    batch = (
+        get("config", "trainer", "batch_size")
+        * trainer.get("accumulate", 1)
+        * (devices if isinstance(devices, int) else 1)
     )
+    steps, context = get("config", "trainer", "max_steps"), model.get("context")
     if context is None:
         raise run_file_error(run, run.path / MANIFEST, "no config.model.context")
     non_encoding = get("n_params") - get("encoding", "parameters")
     model_text = ", ".join(f"{key}={value}" for key, value in sorted(model.items()))
     return {
         "data hashes": ", ".join(f"{name}={digest}" for name, digest in sorted(get("data_hashes").items())),
-        "token budget (max_steps x batch_size x context)": f"{steps} x {batch} x {context} = {steps * batch * context}",
+        "token budget (max_steps x effective batch x context)": f"{steps} x {batch} x {context} = "
+        f"{steps * batch * context}",
         "model (config.model and the parameters outside the encoding)": f"{model_text}; {non_encoding} parameters",
         "preset": str(get("run", "preset")),
     }

@@ -55,8 +55,8 @@ class TrainerSettings:
     zero or negative fails here, naming the setting, instead of training forever, writing done.json for an
     untrained model, or failing deep inside a data loader."""
 
-    max_steps: int
-    batch_size: int
+    max_steps: int  # optimiser steps
+    batch_size: int  # sequences per device and micro-batch: the effective batch is batch_size x accumulate x devices
     eval_batch_size: int
     val_every: int
     val_batches: int | float  # Lightning's limit_val_batches: a count, or a fraction of the split
@@ -70,6 +70,7 @@ class TrainerSettings:
     # model.pt and the metrics are all a finished run needs; its last checkpoint (GBs at paper scale) is deleted
     # once done.json is written, unless kept
     keep_checkpoint: bool = False
+    accumulate: int = 1  # micro-batches per optimiser step (gradient accumulation)
 
     def __post_init__(self) -> None:
         def count(value: Any, least: int) -> bool:
@@ -81,6 +82,7 @@ class TrainerSettings:
             "eval_batch_size": (count(self.eval_batch_size, 1), "a whole number >= 1"),
             "val_every": (count(self.val_every, 1), "a whole number >= 1"),
             "ckpt_every": (count(self.ckpt_every, 1), "a whole number >= 1"),
+            "accumulate": (count(self.accumulate, 1), "a whole number >= 1"),
             "num_workers": (count(self.num_workers, 0), "a whole number >= 0"),
             "val_batches": (
                 count(self.val_batches, 1) or (isinstance(self.val_batches, float) and 0 < self.val_batches <= 1),
@@ -139,7 +141,8 @@ class TrainLog(Callback):
             write_text(self.path, "\n".join(["step,loss,lr", *kept]) + "\n")
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
-        self._lr = trainer.optimizers[0].param_groups[0]["lr"]  # the rate this step is taken with
+        if trainer.global_step != getattr(self, "_step", None):  # the first (micro-)batch of an optimiser step
+            self._step, self._lr = trainer.global_step, trainer.optimizers[0].param_groups[0]["lr"]
         _synchronize(module.device)
         self._began = time.perf_counter()
 
@@ -147,7 +150,9 @@ class TrainLog(Callback):
         _synchronize(module.device)  # a GPU step ends when its kernels do, not when Python has queued them
         self.seconds += time.perf_counter() - self._began
         self.tokens += batch["tokens"][:, :-1].numel() * trainer.world_size
-        step = trainer.global_step  # steps done, this one included
+        step = trainer.global_step  # optimiser steps done
+        if step == self._step:
+            return  # a micro-batch the step accumulates: the step's loss comes with its last one
         self._pending.append((step - 1, outputs["global_loss"].detach(), self._lr))
         if step % self.FLUSH_EVERY == 0 or step % self.ckpt_every == 0 or step >= trainer.max_steps:
             self.flush(trainer)
@@ -218,7 +223,8 @@ def _train_and_evaluate(
         devices=settings.devices,
         strategy=settings.strategy,
         precision=settings.precision,
-        val_check_interval=settings.val_every,
+        val_check_interval=settings.val_every * settings.accumulate,  # counted in loader batches
+        accumulate_grad_batches=settings.accumulate,
         check_val_every_n_epoch=None,
         limit_val_batches=settings.val_batches,
         num_sanity_val_steps=0,

@@ -97,7 +97,10 @@ def plan(
                         key=key,
                         folder=key.folder(cfg.runs_root),
                         max_steps=cfg.trainer.max_steps,
-                        tokens_per_step=cfg.trainer.batch_size * cfg.trainer.devices * cfg.model.context,
+                        tokens_per_step=cfg.trainer.batch_size
+                        * cfg.trainer.accumulate
+                        * cfg.trainer.devices
+                        * cfg.model.context,
                     )
                 )
     return jobs
