@@ -24,7 +24,7 @@ from typing import Any
 import lightning as L
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint, TQDMProgressBar
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
@@ -216,6 +216,10 @@ def _train_and_evaluate(
     module = DecoderLM(model=model_cfg, optim=optim, seed=cfg.seed)
     resume = folder / CHECKPOINTS / "last.ckpt"
     train_log = TrainLog(folder / TRAIN_LOG, settings.ckpt_every)
+    progress = os.environ.get("POSBENCH_PROGRESS", "1") == "1"
+    on_gpu = settings.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+    # the bar reads the logged loss when it refreshes: on a GPU each read waits for the device, so not every step
+    bar = [TQDMProgressBar(refresh_rate=TrainLog.FLUSH_EVERY if on_gpu else 1)] if progress else []
     trainer = L.Trainer(
         default_root_dir=folder,
         max_steps=settings.max_steps,
@@ -229,7 +233,7 @@ def _train_and_evaluate(
         limit_val_batches=settings.val_batches,
         num_sanity_val_steps=0,
         logger=False,
-        enable_progress_bar=os.environ.get("POSBENCH_PROGRESS", "1") == "1",
+        enable_progress_bar=progress,
         enable_model_summary=False,
         plugins=[AtomicCheckpointIO()],
         callbacks=[
@@ -237,6 +241,7 @@ def _train_and_evaluate(
                 dirpath=folder / CHECKPOINTS, save_top_k=0, save_last=True, every_n_train_steps=settings.ckpt_every
             ),
             train_log,
+            *bar,
             *(callbacks or []),
         ],
     )
