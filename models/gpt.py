@@ -75,10 +75,10 @@ class CausalSelfAttention(nn.Module):
             if encoding.mechanism == "qk":
                 q, k = encoding.transform_qk(q, k, state, x, self.layer)
             if encoding.mechanism == "bias":
-                bias = encoding.logit_bias(state, self.layer).to(q.dtype)
-                mask = bias.masked_fill(causal_future(T, x.device), float("-inf"))
+                # the causal mask comes with it; built in the attention dtype (`.to` copies only for a model in fp64)
+                logits_term = encoding.logit_bias(state, self.layer, x).to(q.dtype)
                 y = F.scaled_dot_product_attention(
-                    q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=encoding.softmax_scale
+                    q, k, v, attn_mask=logits_term, dropout_p=dropout_p, scale=encoding.softmax_scale
                 )
             else:
                 y = fused_causal_attention(q, k, v, dropout_p, encoding.softmax_scale)
@@ -98,11 +98,6 @@ def fused_causal_attention(
         v = F.pad(v, (0, q.shape[-1] - width))
     y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p, scale=scale)
     return y[..., :width]
-
-
-def causal_future(T: int, device: torch.device) -> torch.Tensor:
-    """(T, T) bool, True where key j lies in the future of query i (j > i)."""
-    return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)
 
 
 class MLP(nn.Module):

@@ -99,13 +99,15 @@ def test_alibi_slopes(n_head, expected):
     assert alibi_slopes(n_head) == pytest.approx(expected)
 
 
-def test_alibi_bias_is_minus_slope_times_distance():
+def test_alibi_bias_is_minus_slope_times_distance_with_the_causal_mask():
     alibi = build_encoding("alibi", {}, n_layer=1, n_head=2, d_model=8, context=8)
-    bias = alibi.logit_bias(alibi.prepare(torch.arange(4)), layer=0)
-    assert bias.shape == (2, 4, 4)
-    assert bias[0, 3, 0].item() == pytest.approx(-0.0625 * 3)  # 2 heads: slopes 1/16, 1/256
-    assert bias[1, 2, 1].item() == pytest.approx(-(2**-8))
-    assert torch.all(bias.diagonal(dim1=1, dim2=2) == 0)
+    bias = alibi.logit_bias(alibi.prepare(torch.arange(4)), layer=0, x=torch.zeros(1, 4, 8))
+    assert bias.shape == (1, 2, 4, 4) and bias.is_contiguous()  # the layout SDPA's fast kernels take
+    assert bias[0, 0, 3, 0].item() == pytest.approx(-0.0625 * 3)  # 2 heads: slopes 1/16, 1/256
+    assert bias[0, 1, 2, 1].item() == pytest.approx(-(2**-8))
+    assert torch.all(bias[0].diagonal(dim1=1, dim2=2) == 0)
+    future = torch.ones(4, 4, dtype=torch.bool).triu(1)
+    assert torch.all(bias[0][:, future] == float("-inf")) and torch.all(bias[0][:, ~future].isfinite())
 
 
 def test_alibi_model_matches_explicit_attention():

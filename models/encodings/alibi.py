@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from models.encodings.base import PositionalEncoding, register
+from models.encodings.base import CausalLogits, PositionalEncoding, causal_logits, register
 
 
 def alibi_slopes(n_head: int) -> list[float]:
@@ -34,11 +34,11 @@ class ALiBi(PositionalEncoding):
         self.register_buffer("slopes", torch.tensor(alibi_slopes(self.n_head)), persistent=False)
 
     def prepare(self, pos: torch.Tensor) -> torch.Tensor:
-        pos = super().prepare(pos).float()
-        distance = pos[:, None] - pos[None, :]  # i - j
-        return -self.slopes[:, None, None] * distance  # (H, T, T); above the diagonal the mask takes over
+        """The masked bias, once per forward pass: the same in every layer."""
+        logits: CausalLogits = causal_logits(super().prepare(pos))
+        return logits.masked(-self.slopes[:, None, None] * logits.distance.float())
 
-    def logit_bias(self, state, layer):
+    def logit_bias(self, state, layer, x):
         return state
 
     def flops_per_token(self, T: int) -> float:

@@ -9,12 +9,20 @@ exactly the hook that belongs to that mechanism (checked when the class is defin
 | "embedding" | `embed`         | adds a positional vector to the token embeddings                          |
 | "qk"        | `transform_qk`  | rewrites q and k per position (may read the block's normalised input and  |
 |             |                 | may change the q/k width); attention stays fused                          |
-| "bias"      | `logit_bias`    | an additive (heads, T, T) term on the scaled attention logits             |
+| "bias"      | `logit_bias`    | an additive term on the scaled attention logits, the causal mask included |
+|             |                 | (may read the block's normalised input: a data-dependent bias)            |
 | "scores"    | `attend`        | replaces the attention computation entirely (it gets q, k, v)             |
 
 `prepare(pos)` runs once per forward pass, so per-position tables (cos/sin, biases) are built once and
 shared by every layer. Because the hook set is fixed per mechanism, a model can never carry two
 positional mechanisms at once (say a learned table left on beside RoPE).
+
+A bias encoding's `prepare` starts from `causal_logits(pos)`: the distances i - j and the additive causal mask
+(0, or -inf where the key lies in the query's future), built once per forward pass in the dtype attention runs
+in. A bias that is the same in every layer (ALiBi, T5's shared table) is built once, masked, in `prepare`; one
+with parameters per layer builds only its own term per layer from those shared pieces. The term handed to
+attention is (1 or B, H, T, T) and contiguous: SDPA's fast kernels take that layout (a (H, T, T) mask sends them
+to a path several times slower).
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import contextlib
 import importlib
 import math
 import pkgutil
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -37,6 +46,39 @@ HOOK_OF_MECHANISM = {
 }
 
 _REGISTRY: dict[str, type[PositionalEncoding]] = {}
+
+
+def attention_dtype(device: torch.device) -> torch.dtype:
+    """The dtype attention runs in here: autocast's when it is on (an additive mask must match q), else fp32."""
+    if device.type in ("cpu", "cuda", "mps", "xpu") and torch.is_autocast_enabled(device.type):
+        return torch.get_autocast_dtype(device.type)
+    return torch.float32
+
+
+@dataclass(frozen=True)
+class CausalLogits:
+    """What the layers of a bias encoding share in one forward pass (see the module docstring)."""
+
+    pos: torch.Tensor  # (T,) long
+    distance: torch.Tensor  # (T, T) long, i - j; negative above the diagonal
+    mask: torch.Tensor  # (1, 1, T, T) in the attention dtype: 0 where j <= i, -inf where j > i
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.mask.dtype
+
+    def masked(self, bias: torch.Tensor) -> torch.Tensor:
+        """bias (H, T, T) or (B, H, T, T) in any float dtype -> the additive term attention takes, causal mask
+        included, in the attention dtype, (1 or B, H, T, T) and contiguous."""
+        return (bias.to(self.dtype) + self.mask).reshape(-1, *bias.shape[-3:]).contiguous()
+
+
+def causal_logits(pos: torch.Tensor) -> CausalLogits:
+    """The per-forward pieces of every bias encoding: distances i - j and the causal mask (once, not per layer)."""
+    distance = pos[:, None] - pos[None, :]
+    future = torch.zeros(distance.shape, dtype=attention_dtype(pos.device), device=pos.device)
+    future.masked_fill_(distance < 0, float("-inf"))
+    return CausalLogits(pos, distance, future[None, None])
 
 
 def outside_autocast(device: torch.device) -> contextlib.AbstractContextManager:
@@ -137,8 +179,10 @@ class PositionalEncoding(nn.Module):
         """q, k: (B, H, T, D); x: (B, T, d_model), the block's normalised input. Returns new q, k."""
         raise NotImplementedError
 
-    def logit_bias(self, state: Any, layer: int) -> torch.Tensor:
-        """(H, T, T) term added to the logits after the softmax scaling; the model adds the causal mask."""
+    def logit_bias(self, state: Any, layer: int, x: torch.Tensor) -> torch.Tensor:
+        """The additive term on layer `layer`'s logits after the softmax scaling, causal mask included
+        (`CausalLogits.masked`): (1 or B, H, T, T), contiguous, in the attention dtype. x: (B, T, d_model), the
+        block's normalised input, for a bias computed from the data."""
         raise NotImplementedError
 
     def attend(
