@@ -37,6 +37,7 @@ def test_registry_lists_the_whole_roster():
     assert shipped == {
         *("rope", "nope", "hope", "prope", "pope", "cope", "darope", "lerope", "hdrope", "rope_dup"),
         *("alibi", "ape_sin", "ape_learned", "yarn"),
+        *("t5_bias", "kerple", "fire", "xpos", "fox"),
     }
 
 
@@ -280,6 +281,16 @@ LEARNED = {
     "darope": ["encoding.coordinate_weight", "encoding.prior_weight"],
     "cope": ["encoding.table"],
     "ape_learned": ["encoding.table.weight"],
+    "fox": ["encoding.gate_weight", "encoding.gate_bias"],
+    "t5_bias": ["encoding.table"],
+    "kerple": ["encoding.r1", "encoding.r2"],
+    "fire": [
+        "encoding.hidden_weight",
+        "encoding.hidden_bias",
+        "encoding.out_weight",
+        "encoding.c",
+        "encoding.threshold_scale",
+    ],
 }
 
 

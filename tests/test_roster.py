@@ -12,7 +12,8 @@ from pipelines.experiment.training import train_and_evaluate as run
 from pipelines.roster import format_rows
 from pipelines.roster import main as roster_main
 
-BASE_10K = {"rope10k", "pope", "lerope", "prope"}  # SPEC base convention: every other rotary method uses 500k
+# SPEC base convention: every other rotary method uses 500k (xpos: 10k by SPEC 1b; rope10k_rand randomizes rope10k)
+BASE_10K = {"rope10k", "pope", "lerope", "prope", "xpos", "rope10k_rand"}
 
 
 def test_rosters_are_specs():
@@ -75,3 +76,13 @@ def test_a_rope_run_writes_its_yarn_sibling(tmp_path):
     assert manifest["run"]["pe_id"] == "rope10k+yarn" and manifest["derived_from"] == str(folder)
     nope = run(compose_config(["debug=fast", f"runs_root={tmp_path}", "trainer.max_steps=2", "pe=nope"]))
     assert not (nope.parent.parent / "nope+yarn").exists()
+
+
+def test_darope_takes_the_papers_16_slow_bands_at_maestros_paper_preset_only():
+    """Paper 000 appendix C (SPEC 1): MAESTRO's DaRoPE has 16 slow bands where the wavelength rule gives 17;
+    elsewhere the rule holds (JSB paper: 8 of 16 bands slow at base 500k and L = 2048)."""
+    slow = {
+        (domain, preset): next(r for r in describe_roster("paper", domain, preset) if r["id"] == "darope")["slow_bands"]
+        for domain, preset in (("maestro", "paper"), ("maestro", "tiny"), ("jsb", "paper"))
+    }
+    assert slow == {("maestro", "paper"): 16, ("maestro", "tiny"): 5, ("jsb", "paper"): 8}

@@ -1,4 +1,4 @@
-"""The rotary family (rope, hope, prope, lerope, rope_dup, hdrope, darope, yarn) and PoPE: each against a plain
+"""The rotary family (rope, hope, prope, lerope, rope_dup, hdrope, darope, yarn, xpos) and PoPE: each against a plain
 re-statement of its equation, the relative-position identity, the special cases that tie them together, the
 gradients of the fast implementations against finite differences, and each encoding's FLOP count by hand."""
 
@@ -13,6 +13,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from models.encodings import build_encoding
 from models.encodings.hdrope import paley_conference_matrix
 from models.encodings.rope import fast_band_count, rope_frequencies, rotate, unit_rotations
+from models.encodings.xpos import decay_powers
 from models.encodings.yarn import with_yarn, yarn_frequencies
 from models.gpt import GPT, GPTConfig
 
@@ -59,6 +60,7 @@ RELATIVE = [
     ("hdrope", {"block": 4}),
     ("hdrope", {"block": 8}),
     ("pope", {}),
+    ("xpos", {"scale_base": 8.0}),  # a strong decay, so the relative identity covers it
 ]
 
 
@@ -283,6 +285,64 @@ def test_darope_coordinates_stay_fp32_under_bf16_autocast():
     assert q2.dtype == torch.bfloat16
 
 
+def test_xpos_matches_hand_computed_decayed_rotation():
+    """d=4, base 100: theta = (1, 1/10); gamma 0.4: zeta = (0.4/1.4, 0.9/1.4) = (2/7, 9/14). B = 2 and positions
+    0..2 (centre c = 1): q at m is rotated by m theta_j and scaled by zeta_j^((m - 1)/2), k by zeta_j^(-(m - 1)/2)."""
+    xpos = build_encoding("xpos", {"base": 100.0, "scale_base": 2.0}, n_layer=1, n_head=1, d_model=4, context=4)
+    assert xpos.zeta.tolist() == pytest.approx([2 / 7, 9 / 14])
+    x = same_vector_at_every_position(torch.tensor([1.0, 2.0, 3.0, 4.0]), 3)
+    q, k = xpos.transform_qk(x, x, xpos.prepare(torch.arange(3)), None, 0)
+    for m in (0, 2):
+        angles = [m * 1.0, m * 0.1]
+        rotated = rotate_pairs([1.0, 2.0, 3.0, 4.0], angles)
+        up = [(2 / 7) ** ((m - 1) / 2)] * 2 + [(9 / 14) ** ((m - 1) / 2)] * 2  # both components of a band alike
+        assert q[0, 0, m].tolist() == pytest.approx([u * r for u, r in zip(up, rotated, strict=True)], rel=1e-6)
+        assert k[0, 0, m].tolist() == pytest.approx([r / u for u, r in zip(up, rotated, strict=True)], rel=1e-6)
+    assert q[0, 0, 1].tolist() == pytest.approx(rotate_pairs([1.0, 2.0, 3.0, 4.0], [1.0, 0.1]), rel=1e-6)  # m = c
+
+
+def test_xpos_score_depends_only_on_relative_position_for_any_centre():
+    """c cancels: the score matrix is the same for every centre, and each of its diagonals is constant; the score
+    is RoPE's per band times zeta_j^((m - n)/B). The encoding itself takes the window's centre."""
+    xpos = encoding("xpos", d=8, context=64, scale_base=4.0)
+    g = torch.Generator().manual_seed(2)
+    q, k = (same_vector_at_every_position(torch.randn(8, generator=g, dtype=F64), 20) for _ in range(2))
+    pos = torch.arange(20)
+    rotation = unit_rotations(xpos.angles(pos))
+
+    def scores_at(centre):
+        up, down = decay_powers(pos, xpos.zeta, xpos.scale_base, centre)
+        q2, k2 = rotate(q, rotation * up[..., None]), rotate(k, rotation * down[..., None])
+        return (q2 @ k2.transpose(-1, -2))[0, 0]
+
+    reference = scores_at(9.5)
+    for centre in (0.0, 3.0, 19.0, -40.0, 1000.0):
+        assert torch.allclose(scores_at(centre), reference, rtol=1e-10, atol=1e-12), centre
+    for offset in (0, -1, -6, -13):  # q at m, k at m + offset <= m
+        diagonal = torch.diagonal(reference, offset=offset)
+        assert torch.allclose(diagonal, diagonal[0].expand_as(diagonal), rtol=1e-10)
+    assert torch.allclose(scores(xpos, q, k)[0, 0], reference, rtol=1e-10)  # c = (0 + 19) / 2
+    # one band: the score is RoPE's times zeta_0^((m - n)/B)
+    q1, k1 = torch.zeros_like(q), torch.zeros_like(k)
+    q1[..., :2], k1[..., :2] = q[..., :2], k[..., :2]
+    rope = scores(encoding("rope", d=8, context=64), q1, k1)[0, 0]
+    distance = (pos[:, None] - pos[None, :]).to(F64)
+    assert torch.allclose(scores(xpos, q1, k1)[0, 0], rope * xpos.zeta[0] ** (distance / 4.0), rtol=1e-10)
+
+
+def test_xpos_tables_and_rotation_stay_fp32_under_bf16_autocast():
+    xpos = build_encoding("xpos", {}, n_layer=1, n_head=2, d_model=32, context=2048)
+    reference_tables = xpos.prepare(torch.arange(2048))
+    q = torch.randn(1, 2, 2048, 16).bfloat16()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        tables = xpos.prepare(torch.arange(2048))
+        q2, k2 = xpos.transform_qk(q, q, tables, None, 0)
+    assert all(t.dtype == torch.float32 and torch.equal(t, r) for t, r in zip(tables, reference_tables, strict=True))
+    q_ref, k_ref = xpos.transform_qk(q.float(), q.float(), reference_tables, None, 0)
+    assert q2.dtype == k2.dtype == torch.bfloat16
+    assert torch.equal(q2, q_ref.bfloat16()) and torch.equal(k2, k_ref.bfloat16())  # fp32 math, one rounding
+
+
 def test_yarn_frequencies():
     """d=64, base 10k, L=2048, s=4: bands with > 32 turns in L keep theta, bands with < 1 turn use theta / s,
     and the ramp in between is linear in the band index between floor/ceil of the 32- and 1-turn bands."""
@@ -392,6 +452,7 @@ FLOP_COUNTS = [
     ("lerope", {}, 2 * ROTATION),  # the (T, d/2) table with exp(a) is per forward pass: neglected
     ("rope_dup", {}, 2 * ROTATION),
     ("yarn", {"scale": 2.0}, 2 * ROTATION),
+    ("xpos", {}, 2 * ROTATION),  # the decay is folded into the per-forward (cos, sin) tables: neglected
     # dense (8 x 8) basis change per head: 2 * 8 FLOPs per element of q and of k, then the rotation
     ("hdrope", {}, 2 * (2 * 32 * (2 * 8) + ROTATION)),
     # base 500k, d=8: theta = 1, .038, .0014, .00005 and 2 pi / 16 = .39, so K=1 fast and S=3 slow bands.

@@ -23,6 +23,35 @@ in. A bias that is the same in every layer (ALiBi, T5's shared table) is built o
 with parameters per layer builds only its own term per layer from those shared pieces. The term handed to
 attention is (1 or B, H, T, T) and contiguous: SDPA's fast kernels take that layout (a (H, T, T) mask sends them
 to a path several times slower).
+
+Randomized positions (Ruoss et al., 2023, "Randomized Positional Encodings Boost Length Generalization of
+Transformers") are an option of this base class, `random_positions = r`, so they apply to any encoding that takes
+positions without a copy of it: with M = r L, a training forward pass replaces the positions 0..T-1 by
+
+    p_1 < p_2 < ... < p_T,   a sample without replacement of T integers from [0, M)   (T <= M)
+
+(M = 8L in the roster's `*_rand` entries). `prepare` draws them, and every encoding computes its tables from what
+`prepare` returns (RoPE's angles, the sinusoidal table, ALiBi's distances p_i - p_j). Choices:
+- One sample per forward pass, shared by the batch: the reference code (google-deepmind/randomized_positional_
+  encodings) draws one (T,) index set per call and broadcasts it over the batch (its Figure 1: "Random positional
+  encoding vector for each batch"), and `GPT.forward` takes one (T,) position vector.
+- Training draws from torch's default generator on the positions' device. models.training re-seeds it with
+  torch.manual_seed(dropout_seed(seed, step, rank, micro-batch)) at every training batch start, before the forward
+  pass, so the draw is a function of (seed, step, rank, micro-batch), like the dropout masks drawn after it: a
+  resumed run draws the same positions, and DDP ranks and accumulated micro-batches draw their own.
+- Evaluation randomizes too, as the paper's experiments did: the reference code samples in every call, its
+  evaluation over test lengths included, and its authors answer "During inference, the randomized PE is also
+  used?" with "Yes, we also randomize at test time." (issue #1 of that repository). The paper's Figure 1 (the
+  repository's overview.png) draws evaluation positions as 1..M, under the caption "Our approach avoids this
+  problem by assigning a random (ordered) positional encoding vector using the full range of possible test
+  positions to each training example."; the code and the authors' answer are what was run. So that an
+  evaluation is deterministic and independent of batching, an evaluation pass of T tokens draws from its own
+  generator seeded by T (every window of one length is scored at the same sample; the default generator is left
+  untouched). `random_positions_eval=False` scores at 0..T-1 instead.
+- ALiBi sees differences of the sampled positions, as every other encoding sees the positions (SPEC 1b). The
+  reference's noisy ALiBi samples the distances instead (offset k gets the k-th of a sorted sample: a Toeplitz
+  bias); both put training distances anywhere in [0, M).
+An encoding with `max_positions` (a learned table) refuses the option: its table ends below M.
 """
 
 from __future__ import annotations
@@ -34,6 +63,7 @@ import pkgutil
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -46,6 +76,7 @@ HOOK_OF_MECHANISM = {
 }
 
 _REGISTRY: dict[str, type[PositionalEncoding]] = {}
+RANDOM_EVAL_ENTROPY = 0x7A2D_0E15  # an evaluation of T tokens draws its positions from SeedSequence([this, T])
 
 
 def attention_dtype(device: torch.device) -> torch.dtype:
@@ -95,6 +126,10 @@ class PositionalEncoding(nn.Module):
     name: ClassVar[str]
     mechanism: ClassVar[str]
     evaluation_only: ClassVar[bool] = False  # applied to a trained model at evaluation (YaRN), never trained
+    # False where the encoding's signal does not come from the positions it is given (CoPE's contextual positions,
+    # FoX's gates) or its tables cover only the distances of one window (the relative biases): `random_positions`
+    # would then be ignored or out of range, and is refused
+    takes_random_positions: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -112,12 +147,35 @@ class PositionalEncoding(nn.Module):
                 f"an encoding is exactly one mechanism and must override exactly {expected}"
             )
 
-    def __init__(self, n_layer: int, n_head: int, d_model: int, context: int) -> None:
+    def __init__(
+        self,
+        n_layer: int,
+        n_head: int,
+        d_model: int,
+        context: int,
+        *,
+        random_positions: int | None = None,
+        random_positions_eval: bool = True,
+    ) -> None:
         super().__init__()
         if d_model % n_head:
             raise ValueError(f"d_model={d_model} is not divisible by n_head={n_head}")
         self.n_layer, self.n_head, self.d_model, self.context = n_layer, n_head, d_model, context
         self.head_dim = d_model // n_head
+        self.random_positions, self.random_positions_eval = random_positions, bool(random_positions_eval)
+        if random_positions is not None:
+            self._check_random_positions(random_positions)
+
+    def _check_random_positions(self, ratio: Any) -> None:
+        if isinstance(ratio, bool) or not isinstance(ratio, int) or ratio < 1:
+            raise ValueError(f"{self.name}: random_positions is M / L, a whole number >= 1; got {ratio!r}")
+        if self.mechanism == "none" or not self.takes_random_positions:
+            raise ValueError(f"{self.name} does not take its signal from the positions: random_positions is refused")
+        if self.max_positions is not None:
+            raise ValueError(
+                f"{self.name} represents positions 0..{self.max_positions - 1} only; random_positions draws them "
+                f"from [0, {ratio * self.context}): use an encoding defined at every position"
+            )
 
     # ---- shared by all mechanisms -------------------------------------------------------------------
     @property
@@ -135,16 +193,32 @@ class PositionalEncoding(nn.Module):
         return 1.0 / math.sqrt(self.head_dim)
 
     def prepare(self, pos: torch.Tensor) -> Any:
-        """Per-forward state shared by all layers; `pos` is a (T,) long tensor of the positions 0..T-1. An encoding
-        with `max_positions` refuses a longer sequence by its shape (reading the positions' values would wait for
-        the device every step)."""
+        """Per-forward state shared by all layers; `pos` is a (T,) long tensor of the positions 0..T-1, and this
+        base version returns the positions the encoding uses: `pos`, or with `random_positions` a sorted random
+        sample (see the module docstring). Subclasses build their tables from what it returns. An encoding with
+        `max_positions` refuses a longer sequence by its shape (reading the positions' values would wait for the
+        device every step)."""
         limit = self.max_positions
         if limit is not None and pos.shape[-1] > limit:
             raise ValueError(
                 f"encoding {self.name!r} represents positions 0..{limit - 1}; "
                 f"asked for positions up to {pos.shape[-1] - 1}"
             )
+        if self.random_positions is not None and (self.training or self.random_positions_eval):
+            return self.sampled_positions(pos.shape[-1], pos.device)
         return pos
+
+    def sampled_positions(self, T: int, device: torch.device) -> torch.Tensor:
+        """(T,) sorted sample without replacement from [0, M), M = random_positions * L: in training from the
+        default generator (seeded per batch by models.training), at evaluation from a generator seeded by T."""
+        M = self.random_positions * self.context
+        if T > M:
+            raise ValueError(f"{self.name}: {T} positions cannot be drawn without replacement from [0, {M})")
+        generator = None
+        if not self.training and device.type != "meta":  # meta tensors have no values to draw, nor a generator
+            seed = int(np.random.SeedSequence([RANDOM_EVAL_ENTROPY, T]).generate_state(1)[0])
+            generator = torch.Generator(device=device).manual_seed(seed)
+        return torch.randperm(M, generator=generator, device=device)[:T].sort().values
 
     def flops_per_token(self, T: int) -> float:
         """Forward FLOPs per token that this encoding adds to the whole model (all layers) on sequences of T
@@ -161,13 +235,20 @@ class PositionalEncoding(nn.Module):
     def describe(self) -> dict[str, Any]:
         """What a manifest and `pipelines.roster` report about this encoding."""
         n_total = sum(p.numel() for p in self.parameters())
-        return {
+        description = {
             "name": self.name,
             "mechanism": self.mechanism,
             "fused_attention": self.fused,
             "parameters": n_total,
             "parameters_per_layer": n_total / self.n_layer,
         }
+        if self.random_positions is not None:
+            description.update(
+                random_positions=self.random_positions,  # M / L
+                random_positions_range=self.random_positions * self.context,  # M
+                random_positions_eval="sampled" if self.random_positions_eval else "0..T-1",
+            )
+        return description
 
     # ---- hooks (override exactly one, the one of `mechanism`) ---------------------------------------
     def embed(self, x: torch.Tensor, state: Any) -> torch.Tensor:

@@ -73,6 +73,7 @@ WORKSPACE_FLOATS = 4  # float buffers per tile (see the module docstring), besid
 @register
 class CoPE(PositionalEncoding):
     name = "cope"
+    takes_random_positions = False  # contextual positions come from the gates, not from the positions given
     mechanism = "scores"
 
     def __init__(self, tile_bytes: int | None = None, **dims: int) -> None:

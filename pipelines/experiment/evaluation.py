@@ -67,8 +67,9 @@ def evaluate_splits(
 
 def evaluate_yarn(run: Path, model: GPT, datamodule: SequenceDataModule, device: str | torch.device) -> Path | None:
     """The YaRN sibling of a finished rope run (see the module docstring); None when there is nothing longer than
-    the training context to extrapolate to."""
-    if model.cfg.pe != "rope":
+    the training context to extrapolate to, or when the run trained on randomized positions (it has seen positions
+    past L: YaRN's rescaling assumes it has not)."""
+    if model.cfg.pe != "rope" or model.encoding.random_positions is not None:
         return None
     lengths = [w.window_length for s in datamodule.eval_split_names if (w := _windows_or_none(datamodule, s))]
     if not any(length > model.cfg.context for length in lengths):
