@@ -57,7 +57,7 @@ def peak_line(dtype: str, device: torch.device, flops: float) -> str:
 
 
 def progress_line(row: Row) -> str:
-    where = f"{row['kind']:7s} {row['domain']:9s} {row['encoding']:9s} T={row['context']:<5d} {variant_label(row)}"
+    where = f"{row['kind']:7s} {row['domain']:9s} {row['encoding']:12s} T={row['context']:<5d} {variant_label(row)}"
     if row["status"] != "ok":
         return f"{where}  {row['status']}"
     return (
@@ -77,16 +77,16 @@ def preset_table(rows: list[Row], peak_flops: dict[str, float]) -> str:
         lines = [
             f"{domain} {preset}: context {first['context']}, batch {first['batch']}, {variant_label(first)}, "
             f"{first['device']}; matmul peak {peak_flops[dtype] / 1e9:,.1f} GFLOP/s",
-            f"{'encoding':10s} {'train tok/s':>12s} {'spread':>7s} {'x ref':>6s} {'eval tok/s':>12s} {'x ref':>6s} "
+            f"{'encoding':13s} {'train tok/s':>12s} {'spread':>7s} {'x ref':>6s} {'eval tok/s':>12s} {'x ref':>6s} "
             f"{'peak MiB':>9s} {'x ref':>6s} {'MFLOP/tok':>10s} {'pe share':>8s} {'of peak':>8s}",
         ]
         for row in members:
             if row["status"] != "ok":
-                lines.append(f"{row['encoding']:10s} {row['status']}")
+                lines.append(f"{row['encoding']:13s} {row['status']}")
                 continue
             share = TRAINING_MULTIPLIER * row["encoding_flops_per_token"] / row["train_flops_per_token"]
             lines.append(
-                f"{row['encoding']:10s} {row['train_tokens_per_s']:12,.0f} {row['train_spread']:7.1%} "
+                f"{row['encoding']:13s} {row['train_tokens_per_s']:12,.0f} {row['train_spread']:7.1%} "
                 f"{fmt(row['train_vs_ref'], '6.2f')} {row['eval_tokens_per_s']:12,.0f} "
                 f"{fmt(row['eval_vs_ref'], '6.2f')} {fmt(row['peak_mib'], '9.1f')} {fmt(row['peak_vs_ref'], '6.2f')} "
                 f"{row['train_flops_per_token'] / 1e6:10.3f} {share:8.1%} {row['fraction_of_peak']:8.1%}"
@@ -111,7 +111,7 @@ def context_table(rows: list[Row]) -> str:
             ("train tokens/s (x ref)", "train_tokens_per_s", ",.0f"),
             ("memory MiB: peak over forward and backward", "backward_peak_mib", ",.2f"),
         ):
-            header = f"{'encoding':10s}" + "".join(f"{c:>16d}" for c in contexts)
+            header = f"{'encoding':13s}" + "".join(f"{c:>16d}" for c in contexts)
             lines = [
                 f"context sweep, {first['domain']} {first['preset']} model, batch {first['batch']}, "
                 f"{variant_label(first)}: {title}",
@@ -129,7 +129,7 @@ def context_table(rows: list[Row]) -> str:
                         cells.append(fmt(row[figure], spec))
                 exponent = growth.get((encoding, *variant))
                 tail = f"  {exponent:.2f}" if figure == "backward_peak_mib" and exponent is not None else ""
-                lines.append(f"{encoding:10s}" + "".join(f"{c:>16s}" for c in cells) + tail)
+                lines.append(f"{encoding:13s}" + "".join(f"{c:>16s}" for c in cells) + tail)
             blocks.append("\n".join(lines))
     blocks.append("T^e: growth of that memory between the two longest measured contexts (1: linear, 2: quadratic)")
     return "\n\n".join(blocks)
