@@ -13,7 +13,7 @@ from models.encodings.ape_sin import sinusoid_table
 from models.encodings.base import causal_logits
 from models.encodings.rope import unit_rotations
 from models.gpt import GPT, GPTConfig
-from pipelines.experiment.config import compose_config
+from pipelines.experiment.config import compose_config, encoding_of
 from pipelines.experiment.training import train_and_evaluate
 from pipelines.roster import format_rows
 from pipelines.runs.layout import run_folder
@@ -123,15 +123,7 @@ def test_an_encoding_with_a_position_limit_or_without_positions_refuses_the_opti
 def test_shipped_configs_compose_build_and_describe_the_randomization(entry):
     cfg = compose_config([f"pe={entry}", "domain=synthetic", "preset=tiny"])
     assert cfg.pe.id == entry and cfg.pe.name == RANDOMIZED[entry]
-    encoding = build_encoding(
-        cfg.pe.name,
-        dict(cfg.pe.options),
-        n_layer=cfg.model.n_layer,
-        n_head=cfg.model.n_head,
-        d_model=cfg.model.d_model,
-        context=cfg.model.context,
-    )
-    described = encoding.describe()
+    described = encoding_of(cfg).describe()
     assert described["random_positions"] == 8 and described["random_positions_range"] == 8 * cfg.model.context
     assert described["random_positions_eval"] == "sampled"
     assert "random_positions=8, random_positions_eval=sampled" in format_rows([{"id": entry, **described}])

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from domains.base import SequenceDataModule
 from domains.stored import StoredDataModule
-from models.encodings import build_encoding, encoding_class
+from models.encodings import PositionalEncoding, build_encoding, encoding_class
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent.parent / "configs"
 
@@ -79,17 +79,21 @@ def describe_roster(name: str, domain: str, preset: str) -> list[dict]:
     fused attention, parameters, bands: what a run's manifest records under "encoding")."""
     rows = []
     for encoding in roster(name):
-        cfg = compose_config([f"domain={domain}", f"preset={preset}", f"pe={encoding}"])
-        module = build_encoding(
-            cfg.pe.name,
-            dict(cfg.pe.options),
-            n_layer=cfg.model.n_layer,
-            n_head=cfg.model.n_head,
-            d_model=cfg.model.d_model,
-            context=cfg.model.context,
-        )
+        module = encoding_of(compose_config([f"domain={domain}", f"preset={preset}", f"pe={encoding}"]))
         rows.append({"id": encoding, **module.describe()})
     return rows
+
+
+def encoding_of(cfg: DictConfig) -> PositionalEncoding:
+    """The encoding a composed run config describes, built at its model size (without the model around it)."""
+    return build_encoding(
+        cfg.pe.name,
+        OmegaConf.to_container(cfg.pe.options, resolve=True),
+        n_layer=cfg.model.n_layer,
+        n_head=cfg.model.n_head,
+        d_model=cfg.model.d_model,
+        context=cfg.model.context,
+    )
 
 
 def model_config(cfg: DictConfig, vocab_size: int) -> dict[str, Any]:
