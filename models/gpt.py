@@ -64,10 +64,16 @@ class CausalSelfAttention(nn.Module):
         # Held in a list so the encoding's parameters are registered once, on the model, not per layer.
         self._encoding = [encoding]
 
-    def forward(self, x: torch.Tensor, state: Any) -> torch.Tensor:
+    def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q, k, v of the block's normalised input x (B, T, d_model), each (B, H, T, head_dim)."""
         B, T, C = x.shape
-        encoding = self._encoding[0]
         q, k, v = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)
+        return q, k, v
+
+    def forward(self, x: torch.Tensor, state: Any) -> torch.Tensor:
+        B, T, _ = x.shape
+        encoding = self._encoding[0]
+        q, k, v = self.heads(x)
         dropout_p = self.dropout if self.training else 0.0
         if encoding.mechanism == "scores":
             y = encoding.attend(q, k, v, state, self.layer, dropout_p)
@@ -84,6 +90,26 @@ class CausalSelfAttention(nn.Module):
                 y = fused_causal_attention(q, k, v, dropout_p, encoding.softmax_scale)
         y = y.transpose(1, 2).reshape(B, T, -1)
         return self.resid_dropout(self.proj(y))
+
+    def attention_weights(self, x: torch.Tensor, state: Any) -> torch.Tensor:
+        """The softmax weights (B, H, T, T) this layer attends with (row i: query i over keys j), which the fused
+        kernels never return, written out in forward's order: q, k (after `transform_qk`: rotated, or widened by
+        PoPE and FoX) -> q.k^T times the encoding's softmax scale -> plus `logit_bias` (the causal mask included),
+        or the causal mask -> softmax. A "scores" encoding computes its own (`attention_weights` beside `attend`).
+        Without dropout: the weights of a model in eval mode. Memory: one (B, H, T, T) tensor."""
+        encoding = self._encoding[0]
+        q, k, _ = self.heads(x)
+        if encoding.mechanism == "scores":
+            return encoding.attention_weights(q, k, state, self.layer)
+        if encoding.mechanism == "qk":
+            q, k = encoding.transform_qk(q, k, state, x, self.layer)
+        logits = q @ k.transpose(-2, -1) * encoding.softmax_scale
+        if encoding.mechanism == "bias":
+            logits = logits + encoding.logit_bias(state, self.layer, x).to(q.dtype)
+        else:
+            T = q.shape[-2]
+            logits = logits.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+        return torch.softmax(logits, dim=-1)
 
 
 def fused_causal_attention(
@@ -175,16 +201,38 @@ class GPT(nn.Module):
         other.load_state_dict(self.state_dict())
         return other.to(next(self.parameters()).device).train(self.training)
 
-    def forward(self, tokens: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
-        """tokens: (B, T) -> logits (B, T, vocab). `pos` defaults to 0..T-1."""
-        T = tokens.shape[1]
+    def _embed(self, tokens: torch.Tensor, pos: torch.Tensor | None = None) -> tuple[Any, torch.Tensor]:
+        """The encoding's per-forward state and the first block's input (B, T, d_model). `pos` defaults to 0..T-1."""
         if pos is None:
-            pos = torch.arange(T, device=tokens.device)
+            pos = torch.arange(tokens.shape[1], device=tokens.device)
         state = self.encoding.prepare(pos)
         x = self.token_embedding(tokens)
         if self.encoding.mechanism == "embedding":
             x = self.encoding.embed(x, state)
-        x = self.embedding_dropout(x)
+        return state, self.embedding_dropout(x)
+
+    def forward(self, tokens: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
+        """tokens: (B, T) -> logits (B, T, vocab). `pos` defaults to 0..T-1."""
+        state, x = self._embed(tokens, pos)
         for block in self.blocks:
             x = block(x, state)
         return self.head(self.norm_final(x))
+
+    # ---- looking inside (pipelines.inspection): what forward computes, layer by layer, without gradients ----------
+    @torch.no_grad()
+    def layer_inputs(self, tokens: torch.Tensor, pos: torch.Tensor | None = None) -> tuple[Any, list[torch.Tensor]]:
+        """The encoding's per-forward state and each layer's normalised attention input x (B, T, d_model): what
+        the encoding's hooks read (DaRoPE's coordinates and FoX's gates come from it)."""
+        state, x = self._embed(tokens, pos)
+        inputs = []
+        for block in self.blocks:
+            inputs.append(block.norm_attn(x))
+            x = block(x, state)
+        return state, inputs
+
+    @torch.no_grad()
+    def attention_weights(self, tokens: torch.Tensor, pos: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """Each layer's softmax attention weights (B, H, T, T) for `tokens` (CausalSelfAttention.attention_weights);
+        a model in eval mode attends with exactly these. Memory: n_layer (B, H, T, T) tensors."""
+        state, inputs = self.layer_inputs(tokens, pos)
+        return [block.attn.attention_weights(x, state) for block, x in zip(self.blocks, inputs, strict=True)]

@@ -7,6 +7,7 @@ Entry points (`python -m pipelines.<name>`):
   train            one run: train, evaluate, manifest
   sweep            a domain's roster x seeds, locally or on SLURM (`make train`)
   evaluate         score a finished run again
+  inspect          look inside a finished run: attention by distance, what its encoding learned
   generate         continue a piece with a trained music model
   compare          per-domain reports and the cross-domain study (`make compare`)
   demo             the laptop comparison on synthetic tasks (`make demo`)
@@ -16,6 +17,7 @@ Entry points (`python -m pipelines.<name>`):
 Library, by layer of responsibility:
   experiment/   configs into objects; one run's training, evaluation and generation
   runs/         the run folder: layout, manifest, metrics files, model file
+  inspection/   looking inside a trained run: attention weights by distance, the encodings' views, as data
   analysis/     statistics and results as plain data (no printing, no files)
   report/       rendering results: markdown, CSV/JSON, figures
   launch/       running a sweep: plan, local processes with GPU pinning, progress view, SLURM

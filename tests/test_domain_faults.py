@@ -11,6 +11,8 @@ import pytest
 
 from pipelines.experiment.config import build_datamodule, compose_config, domain_names
 from pipelines.experiment.training import train_and_evaluate
+from pipelines.inspection.run import inspect_run
+from pipelines.report.inspection import write_inspection
 from tests.hrg_fixtures import SMALL_LENGTHS, split_overrides, write_mirror
 from tests.maestro_fixtures import SHARED
 from tests.sleep_edf_fixtures import write_small_mirror
@@ -68,6 +70,10 @@ def test_debug_fast_trains_and_evaluates_every_domain_on_eight_examples(domain, 
     assert set(splits) == set(build_datamodule(cfg).eval_split_names)
     assert splits["test"]["examples"] == 8
     assert all(entry["examples"] <= 8 for entry in splits.values() if "skipped" not in entry)
+    # the run can be looked inside (issue 19): its data rebuilt, the content under a window named
+    inspection = inspect_run(folder, "test", 2, "cpu")
+    assert inspection.views == [] and inspection.recency.layers[0].query_sum_min == pytest.approx(1.0, abs=1e-5)
+    assert write_inspection(inspection, root / "inspect")[0].name == "test.json"
 
 
 @pytest.mark.parametrize("domain", domain_names())

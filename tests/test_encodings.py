@@ -167,6 +167,35 @@ def test_causality(pe):
     assert not torch.allclose(out[:, 8:], out_changed[:, 8:], atol=1e-6)
 
 
+@pytest.mark.parametrize("pe", available())
+def test_attention_weights_times_v_reproduce_every_block(pe):
+    """GPT.attention_weights writes out the softmax weights that the fused kernels (and CoPE's tiled one) never
+    return; those weights @ v, through the block's output projection, residual and MLP, give the block's own output
+    in float64. Context 8 and 20 tokens: CoPE's positions reach their clamp at npos - 1; the encoding's learned
+    parameters are moved off their init (CoPE's zero table, PoPE's zero phases take part)."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=23, context=8, n_layer=2, n_head=4, d_model=32, pe=pe)).double().eval()
+    with torch.no_grad():
+        for param in model.encoding.parameters():
+            param.uniform_(-1.0, 0.0, generator=torch.Generator().manual_seed(4))
+    T = min(20, model.encoding.max_positions or 20)
+    tokens = torch.randint(0, 23, (2, T), generator=torch.Generator().manual_seed(3))
+    seen = []  # each block's input and output in the model's own forward pass
+    hooks = [block.register_forward_hook(lambda _, args, out: seen.append((args[0], out))) for block in model.blocks]
+    with torch.no_grad():
+        model(tokens)
+        for hook in hooks:
+            hook.remove()
+        weights = model.attention_weights(tokens)
+        for block, w, (x, out) in zip(model.blocks, weights, seen, strict=True):
+            assert w.shape == (2, 4, T, T)
+            assert torch.allclose(w.sum(-1), torch.ones(2, 4, T, dtype=torch.float64), atol=1e-12)
+            assert torch.all(w.triu(1) == 0)  # causal
+            _, _, v = block.attn.heads(block.norm_attn(x))
+            y = x + block.attn.proj((w @ v).transpose(1, 2).reshape(2, T, 32))
+            assert torch.allclose(y + block.mlp(block.norm_mlp(y)), out, rtol=0, atol=1e-12)
+
+
 def test_an_encoding_with_two_mechanisms_is_refused():
     with pytest.raises(TypeError, match="exactly one mechanism"):
 

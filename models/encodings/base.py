@@ -272,6 +272,13 @@ class PositionalEncoding(nn.Module):
         """Full causal attention; returns (B, H, T, Dv)."""
         raise NotImplementedError
 
+    # ---- not a hook: looking inside ---------------------------------------------------------------------------
+    def attention_weights(self, q: torch.Tensor, k: torch.Tensor, state: Any, layer: int) -> torch.Tensor:
+        """A "scores" encoding's softmax weights (B, H, T, T), written out explicitly (its `attend` is a kernel
+        that returns none): what models.gpt's `CausalSelfAttention.attention_weights` asks of it. The other
+        mechanisms need nothing here: their weights follow from their hook."""
+        raise NotImplementedError(f"{self.name}: a 'scores' encoding states its attention weights explicitly")
+
 
 def register(cls: type[PositionalEncoding]) -> type[PositionalEncoding]:
     """Class decorator: make an encoding available under `cls.name`."""

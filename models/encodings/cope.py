@@ -11,6 +11,8 @@ open gates between them,
 
 E (d x npos, zero-initialised) is one table per layer shared by the heads. CoPE needs the whole score matrix
 before the softmax, so it cannot use the fused kernel: it is the one encoding that replaces the attention.
+`contextual_positions` and `attention_weights` write p and the weights out from the definition as (B, H, T, T)
+tensors, for looking inside a model (pipelines.inspection); training and evaluation never build them.
 
 Why the kernel looks as it does. Written with autograd, the formula above builds about ten (B, H, T, T) tensors
 and keeps most of them for the backward pass (355 MiB at B=2, H=4, T=1024). `CoPEAttention` is an autograd
@@ -60,6 +62,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.encodings.base import PositionalEncoding, outside_autocast, register
+from models.encodings.rope import at_least_fp32
 
 # Tile shape defaults per device. CPU (measured here, 1 thread): tiles of 64 rows and an 8 MiB workspace run
 # 10-20% faster than 128-256 rows (more of the causal triangle skipped, tiles closer to cache size) and larger
@@ -90,6 +93,29 @@ class CoPE(PositionalEncoding):
         q, k, v = q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1)
         out = CoPEAttention.apply(q, k, v, self.table[layer], self.softmax_scale, dropout_p, budget)
         return out.view(B, H, T, -1)
+
+    def contextual_positions(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """p_ij = min(sum_{t=j..i} g_it, npos - 1) of every query and key, (B, H, T, T) in fp32 at least (0 above
+        the diagonal), written out from the definition: for inspection; `attend` never builds it."""
+        qs, k = at_least_fp32(q) * self.softmax_scale, at_least_fp32(k)
+        gates = torch.sigmoid(qs @ k.transpose(-2, -1)).tril()  # key j > query i: gate closed
+        suffix_sums = gates.flip(-1).cumsum(-1).flip(-1)  # sum over t >= j of g_it (the closed gates add 0)
+        return suffix_sums.clamp(max=self.npos - 1).tril()
+
+    def attention_weights(self, q, k, state, layer):
+        """softmax_j((q_i . k_j + z_ij) / sqrt(d)) under the causal mask, (B, H, T, T), from the definition (the
+        module docstring), in fp32 at least: what `attend` computes tile by tile."""
+        qs, kf = at_least_fp32(q) * self.softmax_scale, at_least_fp32(k)
+        p = self.contextual_positions(q, k)
+        lo = p.floor()
+        w = p - lo
+        hi = (lo + 1).clamp(max=self.npos - 1)  # where w > 0, ceil(p) = floor(p) + 1
+        table_logits = qs @ self.table[layer].to(qs.dtype)  # s q_i . E[c], (B, H, T, npos)
+        z = (1 - w) * table_logits.gather(-1, lo.long()) + w * table_logits.gather(-1, hi.long())
+        logits = qs @ kf.transpose(-2, -1) + z
+        T = q.shape[-2]
+        future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+        return torch.softmax(logits.masked_fill(future, float("-inf")), dim=-1)
 
     def flops_per_token(self, T: int) -> float:
         """Per layer and head, for a query i attending keys j <= i ((T + 1) / 2 of them on average), per key:

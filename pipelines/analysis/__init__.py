@@ -4,5 +4,6 @@ evidence.py   which runs a comparison may use: finished, missing or failed, and 
 stats.py      the statistics: seed averages, intervals, paired t-tests with Holm, ranks, Friedman and Nemenyi
 curves.py     NLL by position, seeds pooled, on the splits longer than the training context
 domain.py     one domain's result (DomainResult) from its runs: per-example NLL or per-task accuracy
+recency.py    attention by distance of the inspected runs (their inspect/<split>.json), seeds pooled
 study.py      the cross-domain study (Study): mean ranks, Friedman tests over domains and tasks
 """

@@ -1,6 +1,7 @@
 """The cross-domain study (SPEC section 3; paper 000, Figure 3): every domain's result, the mean rank of each
-encoding across domains with its standard error, and (beyond the paper) Friedman tests with the Nemenyi critical
-difference over the domains and over the tasks of a domain with tasks.
+encoding across domains with its standard error, (beyond the paper) Friedman tests with the Nemenyi critical
+difference over the domains and over the tasks of a domain with tasks, and the attention by distance of the runs
+that were inspected (pipelines.analysis.recency).
 
 Mean ranks, their standard errors and the Friedman test over the domains take only the encodings scored in every
 compared domain, ranked among themselves: an encoding run in one domain alone would otherwise take that domain's
@@ -10,13 +11,14 @@ rank as its mean and shift everyone else's. The others keep their rank within ea
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from pipelines.analysis.domain import analyse_domain
 from pipelines.analysis.evidence import missing_runs
+from pipelines.analysis.recency import StudyRecency, study_recency
 from pipelines.analysis.results import DEFAULT_REF, DomainResult
 from pipelines.analysis.stats import FriedmanResult, cd_groups, friedman, summarise_ranks
 from pipelines.experiment.config import domain_names
@@ -56,6 +58,7 @@ class Study:
     # domain with tasks is in the study too
     per_example_mean_rank: dict[str, tuple[float, float]] | None
     friedman: dict[str, BlockTest | str]  # "domains", "<domain> tasks" -> the test or why it was not run
+    recency: StudyRecency = field(default_factory=lambda: StudyRecency([], []))  # the inspected runs' attention
 
     @property
     def domains(self) -> list[str]:
@@ -151,13 +154,16 @@ def analyse_study(runs_root: Path, domains: list[str] | None, ref: str | None) -
     names = present_domains(runs_root) if domains is None else list(domains)
     if not names:
         raise FileNotFoundError(f"no run folders under {runs_root} for any domain of {', '.join(domain_names())}")
-    results, unfinished = [], {}
+    results, unfinished, compared = [], {}, []
     for domain in names:
         runs = discover_runs(runs_root, domain)
         if not any(run.finished for run in runs):
             unfinished[domain] = missing_runs(runs)
             continue
         results.append(analyse_domain(domain, runs, ref))
+        compared += runs
     if not results:
         raise FileNotFoundError(f"no finished run under {runs_root} for {', '.join(names)}")
-    return build_study(runs_root, ref, results, unfinished)
+    study = build_study(runs_root, ref, results, unfinished)
+    study.recency = study_recency(compared)
+    return study

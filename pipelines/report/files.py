@@ -1,5 +1,5 @@
-"""Output files of every report: atomic CSV tables and PNG figures (written under a temporary name, renamed), and
-a whole report published all or nothing."""
+"""Output files of every report: atomic CSV tables and PNG figures (written under a temporary name, renamed), values
+made strict JSON, and a whole report published all or nothing."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -20,6 +21,19 @@ from domains.atomic import atomic_write, write_text
 
 def _is_nan(value) -> bool:
     return isinstance(value, float) and math.isnan(value)
+
+
+def jsonable(value):
+    """`value` for strict JSON: NaN and infinities become null (JSON has no NaN), numpy scalars Python numbers."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def write_csv(path: Path, header: list[str], rows: list[list]) -> None:

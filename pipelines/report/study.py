@@ -1,16 +1,15 @@
 """The study's output folder: every domain's report in <out>/<domain>/, then summary.md, summary.csv,
 summary.json (strict JSON: NaN becomes null), figure3.png, nll_by_position.png (domains compared per example),
-cd_<blocks>.png (when a Friedman test ran) and extrapolation.csv (when a split past the training length was
-scored). All or nothing (pipelines.report.files.publish): everything is rendered into a fresh folder first, and a
-failure leaves the previous results exactly as they were. A study file this comparison does not produce is
-removed, so none from an earlier comparison is left beside the new report."""
+cd_<blocks>.png (when a Friedman test ran), extrapolation.csv (when a split past the training length was
+scored) and recency.png (when some run was inspected: `python -m pipelines.inspect`). All or nothing
+(pipelines.report.files.publish): everything is rendered into a fresh folder first, and a failure leaves the
+previous results exactly as they were. A study file this comparison does not produce is removed, so none from an
+earlier comparison is left beside the new report."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-
-import numpy as np
 
 from domains.atomic import write_json, write_text
 from pipelines.analysis.paper import paper_nll
@@ -18,14 +17,23 @@ from pipelines.analysis.results import DomainResult, Entry
 from pipelines.analysis.stats import significance_stars
 from pipelines.analysis.study import BlockTest, Study
 from pipelines.report.domain import render_domain_report
-from pipelines.report.files import publish, write_csv
-from pipelines.report.study_figures import plot_cd, plot_figure3, plot_positions_study
+from pipelines.report.files import jsonable, publish, write_csv
+from pipelines.report.study_figures import plot_cd, plot_figure3, plot_positions_study, plot_recency_study
 from pipelines.report.study_markdown import cd_figure, spread_flag, study_markdown
 
 FIGURE3 = "figure3.png"
 POSITIONS_FIGURE = "nll_by_position.png"
 EXTRAPOLATION_CSV = "extrapolation.csv"
-STUDY_FILES = ("summary.md", "summary.csv", "summary.json", FIGURE3, POSITIONS_FIGURE, EXTRAPOLATION_CSV)
+RECENCY_FIGURE = "recency.png"
+STUDY_FILES = (
+    "summary.md",
+    "summary.csv",
+    "summary.json",
+    FIGURE3,
+    POSITIONS_FIGURE,
+    EXTRAPOLATION_CSV,
+    RECENCY_FIGURE,
+)
 STUDY_CSV_HEADER = [
     "domain",
     "encoding",
@@ -76,13 +84,16 @@ def render_study(study: Study, folder: Path) -> list[str]:
             title = f"Nemenyi critical difference across {name} (N = {result.n}, alpha {result.alpha:g})"
             plot_cd(result, outcome.encodings, title, folder / cd_figure(name))
             written.append(cd_figure(name))
+    if study.recency.panels:
+        plot_recency_study(study.recency, study.order, folder / RECENCY_FIGURE)
+        written.append(RECENCY_FIGURE)
     records = study_records(study)
     write_csv(folder / "summary.csv", STUDY_CSV_HEADER, [_csv_row(record) for record in records])
     extrapolation = extrapolation_rows(study)
     if extrapolation:
         write_csv(folder / EXTRAPOLATION_CSV, list(extrapolation[0]), [list(row.values()) for row in extrapolation])
         written.append(EXTRAPOLATION_CSV)
-    write_json(folder / "summary.json", _jsonable(_study_json(study, records, extrapolation)))
+    write_json(folder / "summary.json", jsonable(_study_json(study, records, extrapolation)))
     figures = [name for name in written if name.endswith(".png")]
     write_text(folder / "summary.md", study_markdown(study, figures, extrapolation))
     return [*study.domains, "summary.md", "summary.csv", "summary.json", *written]
@@ -112,19 +123,6 @@ def extrapolation_rows(study: Study) -> list[dict]:
 
 
 # -------------------------------------------------------------------------------------- csv and json
-
-
-def _jsonable(value):
-    """NaN and infinities become null: JSON has no NaN."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def _entry_record(result: DomainResult, entry: Entry, rank: float, ref: Entry | None, study_ref: str) -> dict:
@@ -238,6 +236,10 @@ def _study_json(study: Study, records: list[dict], extrapolation: list[dict]) ->
         else {encoding: {"mean": mean, "se": se} for encoding, (mean, se) in study.per_example_mean_rank.items()},
         "friedman": {name: _friedman_json(outcome) for name, outcome in study.friedman.items()},
         "extrapolation": extrapolation,
+        "attention_by_distance": {
+            "far_mass": study.recency.far_mass(),
+            "not_inspected": study.recency.not_inspected,
+        },
         "missing_runs": study.missing,
         "domains_without_finished_runs": list(study.unfinished_domains),
     }

@@ -1,5 +1,6 @@
 """The study's figures: figure3.png (paper 000's Figure 3 layout), nll_by_position.png (one panel per domain
-compared per example) and the critical-difference diagrams of the Friedman tests."""
+compared per example), the critical-difference diagrams of the Friedman tests and recency.png (attention by
+distance of the inspected runs, one panel per group and split)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from pipelines.analysis.recency import StudyRecency
 from pipelines.analysis.stats import FriedmanResult, cd_groups, significance_stars
 from pipelines.analysis.study import Study
 from pipelines.report.figures import encoding_colours, plot_positions
 from pipelines.report.files import save_figure
+from pipelines.report.inspection_figures import plot_mean_weight, weight_floor
 
 
 def plot_figure3(study: Study, path: Path) -> None:
@@ -74,6 +77,63 @@ def plot_positions_study(study: Study, path: Path) -> None:
         plot_positions(ax, result.position_curves, colours)
         ax.set_title(f"{result.domain}: test NLL by position")
         ax.legend(fontsize="x-small")
+    save_figure(fig, path)
+
+
+RECENCY_BINS = 40  # log-spaced distance bins of the overlay's curves (beyond the first 8 distances)
+
+
+def plot_recency_study(recency: StudyRecency, order: list[str], path: Path) -> None:
+    """Per group (rows) and split (columns) two panels: every inspected encoding's mean attention weight by
+    distance at the last layer (seeds pooled, over log-spaced distance bins), and its share of attention beyond
+    λ(10k), the base-10k RoPE's fast-band wavelength (one distance for every encoding), as bars."""
+    groups = list(dict.fromkeys(panel.group for panel in recency.panels))
+    splits = list(dict.fromkeys(panel.split for panel in recency.panels))
+    fig = Figure(figsize=(10.5 * len(splits), 4.4 * len(groups) + 0.7), layout="constrained")
+    axes = fig.subplots(
+        len(groups), 2 * len(splits), squeeze=False, gridspec_kw={"width_ratios": [2.2, 1] * len(splits)}
+    )
+    colours = encoding_colours([*order, *sorted({e for p in recency.panels for e in p.profiles} - set(order))])
+    rank = {encoding: i for i, encoding in enumerate(order)}
+    for ax in axes.flat:
+        ax.set_axis_off()  # a group without an inspection of some split keeps its cells empty
+    for panel in recency.panels:
+        row, column = groups.index(panel.group), 2 * splits.index(panel.split)
+        curves, bars = axes[row, column], axes[row, column + 1]
+        curves.set_axis_on()
+        bars.set_axis_on()
+        profiles = sorted(panel.profiles.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0]))
+        for encoding, profile in profiles:
+            plot_mean_weight(curves, profile.layers[panel.layer], colours[encoding], encoding, False, RECENCY_BINS)
+        first = profiles[0][1]
+        even = first.layers[panel.layer]
+        seen = even.count > 0
+        curves.plot(np.flatnonzero(seen), even.uniform[seen], color="grey", linestyle="--", label="uniform over j ≤ i")
+        curves.axvline(panel.reference, color="black", linestyle=":", label=f"λ(10k) = {panel.reference:.1f}")
+        if first.window > first.context:
+            curves.axvline(first.context, color="black", linestyle="--", linewidth=0.8, label=f"L = {first.context}")
+        curves.set_xscale("log")  # distances from 1: the self-attention at distance 0 is not drawn here
+        curves.set_xlim(left=0.8)
+        curves.set_ylim(weight_floor(even), 1.0)  # no weight exceeds 1
+        curves.set_title(f"{panel.group}, {panel.split} (T = {first.window}), layer {panel.layer}", fontsize=9)
+        curves.set_xlabel("query-key distance i - j (tokens, log scale; distance 0 not drawn)")
+        curves.legend(fontsize=7, ncol=2, loc="lower left")
+        shares = sorted(((p.layers[panel.layer].far_mass(panel.reference), e) for e, p in profiles), reverse=True)
+        bars.barh(range(len(shares)), [share for share, _ in shares], color=[colours[e] for _, e in shares])
+        bars.set_yticks(range(len(shares)), [e for _, e in shares], fontsize=8)
+        for index, (share, _) in enumerate(shares):
+            bars.text(share + 0.01, index, f"{share:.0%}", va="center", fontsize=7)
+        bars.invert_yaxis()
+        bars.axvline(even.far_mass(panel.reference, uniform=True), color="grey", linestyle="--", label="uniform")
+        bars.set_xlim(0, 1)
+        bars.set_xlabel(f"share of attention beyond λ(10k) = {panel.reference:.1f}")
+        bars.legend(fontsize=7, loc="lower right")
+    fig.suptitle(
+        "attention by distance (python -m pipelines.inspect): mean weight over the inspected windows, heads and "
+        "queries, seeds pooled;\nright: the share of a query's attention beyond λ(10k), the longest fast-band "
+        "wavelength of a base-10k RoPE (the same distance for every encoding)",
+        fontsize=9,
+    )
     save_figure(fig, path)
 
 

@@ -13,6 +13,8 @@ A run folder holds, once finished:
   METRICS/   per-example and per-position metrics of each evaluation split, summary.json (pipelines.runs.metrics)
   TRAIN_LOG  step, loss, lr
   DONE       written last; FAILED instead when training failed
+and, once `python -m pipelines.inspect` has looked inside it:
+  INSPECT/   <split>.json (attention by distance, the encoding's views) and their figures (pipelines.report.inspection)
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ METRICS = "metrics"
 TRAIN_LOG = "train_log.csv"
 CHECKPOINTS = "checkpoints"
 DONE = "done.json"
+INSPECT = "inspect"
 FAILED = "failed.json"
 DERIVED_MARK = "+"  # `rope10k+yarn`: an evaluation-time variant of a trained run, not an encoding of its own
 YARN_SUFFIX = f"{DERIVED_MARK}yarn"
