@@ -26,15 +26,23 @@ class NonFiniteLossError(RuntimeError):
     """The training loss became NaN or infinite: the run stops, keeps its last good checkpoint, writes no results."""
 
 
-def check_finite_losses(steps: list[int], losses: torch.Tensor) -> None:
-    """NonFiniteLossError naming the first step whose loss is not finite (`losses` on the host, one per step)."""
+def first_nonfinite(losses: torch.Tensor) -> int | None:
+    """Index of the first loss that is NaN or infinite (`losses` on the host, one per step), or None."""
     bad = torch.nonzero(~torch.isfinite(losses)).flatten()
-    if bad.numel():
-        first = int(bad[0])
-        raise NonFiniteLossError(
-            f"loss is {losses[first].item()} at step {steps[first]}; training stopped, the last good "
-            "checkpoint is kept and no results are written for this run"
-        )
+    return int(bad[0]) if bad.numel() else None
+
+
+def nonfinite_loss_error(step: int, loss: float) -> NonFiniteLossError:
+    return NonFiniteLossError(
+        f"loss is {loss} at step {step}; training stopped, the last good checkpoint is kept and no results are "
+        "written for this run"
+    )
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (a GPU step ends when its kernels do, not when Python has queued them)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 @dataclass

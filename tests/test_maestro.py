@@ -495,16 +495,22 @@ def sample_zip(path: Path, csv_text: str) -> Path:
     return path
 
 
-def test_zip_of_the_sample_builds_the_same_store(sample, tmp_path, monkeypatch):
-    sample_data, sample_meta = sample
+def zip_mirror_of_the_sample(sample_data, tmp_path, monkeypatch):
+    """(the zip, the data root): a mirror holding the sample's performances as the official zip, and a data root
+    with the sample's token cache, both in the environment."""
     lines = SAMPLE_CSV.read_text(encoding="utf-8").splitlines(keepends=True)
-    names = sample_names()
-    kept = [lines[0]] + [line for line in lines[1:] if any(name in line for name in names)]
+    kept = [lines[0]] + [line for line in lines[1:] if any(name in line for name in sample_names())]
     archive = sample_zip(tmp_path / "mirror" / "maestro" / ZIP_NAME, "".join(kept))
     data = tmp_path / "data"
     shutil.copytree(sample_data / "raw" / "maestro" / "token_cache", data / "raw" / "maestro" / "token_cache")
     monkeypatch.setenv("POSBENCH_MIRROR", str(tmp_path / "mirror"))
     monkeypatch.setenv("POSBENCH_DATA", str(data))
+    return archive, data
+
+
+def test_zip_of_the_sample_builds_the_same_store(sample, tmp_path, monkeypatch):
+    sample_data, sample_meta = sample
+    archive, data = zip_mirror_of_the_sample(sample_data, tmp_path, monkeypatch)
     meta = module().prepare_data()
     assert meta["source"] == "zip"
     assert meta["raw_sha256"] == {ZIP_NAME: hashlib.sha256(archive.read_bytes()).hexdigest()}
@@ -536,14 +542,7 @@ def damage_member(archive: Path) -> None:
 def test_a_corrupt_zip_in_the_mirror_fails_naming_it_and_keeps_the_good_local_zip(
     sample, tmp_path, monkeypatch, damage, reason
 ):
-    sample_data, _ = sample
-    lines = SAMPLE_CSV.read_text(encoding="utf-8").splitlines(keepends=True)
-    kept = [lines[0]] + [line for line in lines[1:] if any(name in line for name in sample_names())]
-    archive = sample_zip(tmp_path / "mirror" / "maestro" / ZIP_NAME, "".join(kept))
-    data = tmp_path / "data"
-    shutil.copytree(sample_data / "raw" / "maestro" / "token_cache", data / "raw" / "maestro" / "token_cache")
-    monkeypatch.setenv("POSBENCH_MIRROR", str(tmp_path / "mirror"))
-    monkeypatch.setenv("POSBENCH_DATA", str(data))
+    archive, data = zip_mirror_of_the_sample(sample[0], tmp_path, monkeypatch)
     meta = module().prepare_data()
     local = data / "raw" / "maestro" / ZIP_NAME
     good = local.read_bytes()

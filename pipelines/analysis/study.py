@@ -112,8 +112,9 @@ def build_study(
 ) -> Study:
     """The cross-domain statistics over the domains' results."""
     rank = mean_ranks(results)
+    within = {result.domain: result.ranks() for result in results}  # each domain's own ranking, all its encodings
     partial = {
-        encoding: {result.domain: result.ranks()[encoding] for result in results if encoding in result.entries}
+        encoding: {domain: ranks[encoding] for domain, ranks in within.items() if encoding in ranks}
         for encoding in sorted({e for result in results for e in result.entries} - set(rank))
     }
     # every trained encoding with a run folder anywhere gets a row, even without a single score

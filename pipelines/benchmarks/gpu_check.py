@@ -22,8 +22,9 @@ import torch
 
 from domains.atomic import write_json, write_text
 from models.encodings import build_encoding
+from models.training import synchronize
 from pipelines.benchmarks.model import domain_cases, out_of_memory
-from pipelines.benchmarks.step import MIB, StepBench, synchronize, time_calls
+from pipelines.benchmarks.step import MIB, StepBench, time_calls
 from pipelines.report.markdown import markdown_table
 
 Row = dict[str, Any]

@@ -31,7 +31,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from models.training import DecoderLM, token_nll
+from models.training import DecoderLM, synchronize, token_nll
 
 MIB = 2**20
 
@@ -81,11 +81,6 @@ class Timing:
             return 0.0
         q1, _, q3 = statistics.quantiles(self.seconds, n=4, method="inclusive")
         return (q3 - q1) / 2 / self.median
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def time_calls(step: Callable[[], Any], device: torch.device, calls: int) -> list[float]:

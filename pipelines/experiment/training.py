@@ -30,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from domains.atomic import atomic_path, write_json, write_text
 from models.gpt import GPTConfig
-from models.training import DecoderLM, OptimConfig, check_finite_losses
+from models.training import DecoderLM, OptimConfig, first_nonfinite, nonfinite_loss_error, synchronize
 from pipelines.experiment.config import build_datamodule, model_config
 from pipelines.experiment.evaluation import evaluate_splits, evaluate_yarn
 from pipelines.runs.layout import CHECKPOINTS, DONE, FAILED, TRAIN_LOG, run_folder
@@ -143,11 +143,11 @@ class TrainLog(Callback):
     def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
         if trainer.global_step != getattr(self, "_step", None):  # the first (micro-)batch of an optimiser step
             self._step, self._lr = trainer.global_step, trainer.optimizers[0].param_groups[0]["lr"]
-        _synchronize(module.device)
+        synchronize(module.device)
         self._began = time.perf_counter()
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
-        _synchronize(module.device)  # a GPU step ends when its kernels do, not when Python has queued them
+        synchronize(module.device)
         self.seconds += time.perf_counter() - self._began
         self.tokens += batch["tokens"][:, :-1].numel() * trainer.world_size
         step = trainer.global_step  # optimiser steps done
@@ -165,21 +165,17 @@ class TrainLog(Callback):
         losses = torch.stack([loss for _, loss, _ in self._pending]).float().cpu()  # one wait for the device
         rates = [lr for _, _, lr in self._pending]
         self._pending = []
-        bad = torch.nonzero(~torch.isfinite(losses)).flatten()
-        good = int(bad[0]) if bad.numel() else len(steps)  # the rows before the first bad step
+        bad = first_nonfinite(losses)
+        good = len(steps) if bad is None else bad  # the rows before the first bad step
         if trainer.is_global_zero and good:
             with open(self.path, "a") as handle:
                 handle.writelines(f"{steps[i]},{losses[i].item():.8f},{rates[i]:.8g}\n" for i in range(good))
-        check_finite_losses(steps, losses)
+        if bad is not None:
+            raise nonfinite_loss_error(steps[bad], losses[bad].item())
 
     @property
     def tokens_per_s(self) -> float | None:
         return self.tokens / self.seconds if self.seconds else None
-
-
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def train_and_evaluate(cfg: DictConfig, callbacks: list[Callback] | None = None) -> Path:

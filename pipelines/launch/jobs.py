@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipelines.experiment.config import compose_config, datamodule_class
-from pipelines.runs.layout import MANIFEST, TRAIN_LOG, RunKey
+from pipelines.runs.layout import MANIFEST, TRAIN_LOG, RunKey, has_tasks
 
 
 @dataclass
@@ -74,8 +74,9 @@ def plan(
     overrides: list[str] = (),
 ) -> list[Job]:
     """The runs of one domain's sweep, seeds outermost (a partial sweep has whole seeds first)."""
-    has_tasks = bool(datamodule_class(domain).tasks)
-    groups = [[f"domain.args.task={t}"] for t in (tasks or default_tasks(domain, preset))] if has_tasks else [[]]
+    groups = (
+        [[f"domain.args.task={t}"] for t in (tasks or default_tasks(domain, preset))] if has_tasks(domain) else [[]]
+    )
     jobs = []
     for seed in seeds:
         for group in groups:

@@ -84,8 +84,9 @@ def read_csv(path: Path) -> dict[str, np.ndarray]:
     return dict(zip(header, values.T, strict=True))
 
 
-def _json_object(path: Path) -> dict:
-    """The JSON object in `path`; RunFileError starting with the path when it is missing, truncated or corrupt."""
+def read_json_file(path: Path) -> dict:
+    """The JSON object in `path` (a run folder's file, given by path: the entry points' argument); RunFileError
+    starting with the path when it is missing, truncated or corrupt."""
     try:
         with path.open() as f:
             value = json.load(f)
@@ -98,15 +99,10 @@ def _json_object(path: Path) -> dict:
     return value
 
 
-def read_json_file(path: Path) -> dict:
-    """A JSON object of a run folder given by path (the entry points' argument); RunFileError naming the file."""
-    return _json_object(path)
-
-
 def read_run_json(run: RunFolder, path: Path) -> dict:
     """A JSON object of the run's folder; RunFileError naming the run when it is missing, truncated or corrupt."""
     try:
-        return _json_object(path)
+        return read_json_file(path)
     except RunFileError as error:
         raise run_file_error(run, path, str(error).removeprefix(f"{path}: ")) from None
 
