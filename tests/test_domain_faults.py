@@ -13,7 +13,7 @@ from pipelines.experiment.config import build_datamodule, compose_config, domain
 from pipelines.experiment.training import train_and_evaluate
 from pipelines.inspection.run import inspect_run
 from pipelines.report.inspection import write_inspection
-from tests.hrg_fixtures import SMALL_LENGTHS, split_overrides, write_mirror
+from tests.hrg_fixtures import MIRROR_LENGTHS, SMALL_LENGTHS, split_overrides, write_mirror
 from tests.maestro_fixtures import SHARED
 from tests.sleep_edf_fixtures import write_small_mirror
 
@@ -34,7 +34,8 @@ def maestro_sample(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def generated_genome(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    write_mirror(root / "mirror", SMALL_LENGTHS, seed=3)
+    # the small split's chromosomes at lengths that hold paper-geometry windows (the cpu preset takes them)
+    write_mirror(root / "mirror", {name: MIRROR_LENGTHS[name] for name in SMALL_LENGTHS}, seed=3)
     monkeypatch.setenv("POSBENCH_MIRROR", str(root / "mirror"))
     return split_overrides()
 
@@ -57,12 +58,15 @@ DOMAIN_DATA: dict[str, Callable[[Path, pytest.MonkeyPatch], list[str]]] = {
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("preset", ["tiny", "cpu"])  # paper's models are for GPUs (HRG's alone is 300M parameters)
 @pytest.mark.parametrize("domain", domain_names())
-def test_debug_fast_trains_and_evaluates_every_domain_on_eight_examples(domain, tmp_path_factory, monkeypatch):
+def test_debug_fast_trains_and_evaluates_every_domain_on_eight_examples(domain, preset, tmp_path_factory, monkeypatch):
     root = tmp_path_factory.mktemp(domain)
     monkeypatch.setenv("POSBENCH_DATA", str(root / "data"))
     overrides = DOMAIN_DATA[domain](root, monkeypatch)
-    cfg = compose_config([f"domain={domain}", "debug=fast", f"runs_root={root / 'runs'}", *overrides])
+    cfg = compose_config(
+        [f"domain={domain}", f"preset={preset}", "debug=fast", f"runs_root={root / 'runs'}", *overrides]
+    )
     folder = train_and_evaluate(cfg)
     assert (folder / "done.json").is_file()
     assert json.loads((folder / "manifest.json").read_text())["steps"] == 6
