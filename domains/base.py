@@ -6,10 +6,10 @@ only: identical for every encoding with the same seed and independent of the num
 stream never ends: a run is bounded by max_steps.
 
 Resume: the stream restarts at the step the restored trainer has reached, so a resumed run sees exactly the
-batches the uninterrupted run would have. (A loader-state checkpoint, as torchdata's StatefulDataLoader saves
-inside Lightning's, is one batch ahead of the model: Lightning prefetches a batch before it runs the current one,
-and the resumed run would skip it. The stream's position is a pure function of the step, so no loader state
-is needed.)
+batches the uninterrupted run would have. (A loader-state checkpoint, as torchdata's StatefulDataLoader or
+nodes.Loader would save inside Lightning's, is one batch ahead of the model: Lightning prefetches a batch before it
+runs the current one, and the resumed run would skip it. The stream's position is a pure function of the step, so
+no loader state is needed.) Training reads the stream through torchdata.nodes (domains.loading).
 
 Evaluation: a fixed list of windows over the whole split, each tagged with its example and offset, scored in
 order; an example longer than the context is covered by sliding windows that each score only new tokens.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -27,6 +27,8 @@ import lightning as L
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
+
+from domains.loading import WORKER_METHODS, WorkerMethod, as_tensors, train_loader
 
 Window = tuple[np.ndarray, np.ndarray]  # (tokens int64 (T,), scored bool (T,))
 
@@ -45,10 +47,11 @@ def check_minimum(where: str, minimum: int, **settings: Any) -> None:
 
 class TrainStream(IterableDataset):
     """Infinite stream of training batches from `start_step` on; batch s holds samples s*B .. s*B+B-1 (this
-    rank's share). With loader workers, worker w of n produces steps start+w, start+w+n, ... and the loader
-    interleaves them back into step order. With gradient accumulation over A batches, optimiser step k takes the
-    loader's batches kA .. kA+A-1 of every rank: the samples k*G .. k*G+G-1, G = B x A x ranks, exactly the batch
-    one process would take with batch size G."""
+    rank's share). Training maps `arrays` over the step indices (domains.loading); iterated as a dataset by torch's
+    DataLoader, worker w of n produces steps start+w, start+w+n, ... and the loader interleaves them back into step
+    order (the same batches: the loader benchmark's baseline). With gradient accumulation over A batches,
+    optimiser step k takes the loader's batches kA .. kA+A-1 of every rank: the samples k*G .. k*G+G-1,
+    G = B x A x ranks, exactly the batch one process would take with batch size G."""
 
     def __init__(
         self,
@@ -62,13 +65,17 @@ class TrainStream(IterableDataset):
         self.draw, self.seed, self.batch_size, self.start_step = draw, seed, batch_size, start_step
         self.rank, self.world_size = rank, world_size
 
-    def batch(self, step: int) -> dict[str, torch.Tensor]:
+    def arrays(self, step: int) -> dict[str, np.ndarray]:
+        """Batch `step` as numpy arrays (what loader processes send back: pickled by value, no shared tensors)."""
         first = (step * self.world_size + self.rank) * self.batch_size
         windows = [self.draw(np.random.default_rng([self.seed, first + i])) for i in range(self.batch_size)]
         return {
-            "tokens": torch.from_numpy(np.stack([w[0] for w in windows]).astype(np.int64)),
-            "scored": torch.from_numpy(np.stack([w[1] for w in windows])),
+            "tokens": np.stack([w[0] for w in windows]).astype(np.int64),
+            "scored": np.stack([w[1] for w in windows]),
         }
+
+    def batch(self, step: int) -> dict[str, torch.Tensor]:
+        return as_tensors(self.arrays(step))
 
     def __iter__(self):
         worker = get_worker_info()
@@ -199,14 +206,27 @@ class SequenceDataModule(L.LightningDataModule, ABC):
     # the encodings. The paper preset trains every task.
     tiny_preset_tasks: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, *, context: int, batch_size: int, eval_batch_size: int, seed: int, num_workers: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        context: int,
+        batch_size: int,
+        eval_batch_size: int,
+        seed: int,
+        num_workers: int = 0,
+        worker_method: WorkerMethod = "thread",
+    ) -> None:
         super().__init__()
         # context 1 would leave nothing to score: a window's first token has no history
         check_minimum(self.domain, 2, context=context)
         check_minimum(self.domain, 1, batch_size=batch_size, eval_batch_size=eval_batch_size)
         check_minimum(self.domain, 0, seed=seed, num_workers=num_workers)  # numpy seeds are non-negative
+        if worker_method not in WORKER_METHODS:
+            raise ValueError(
+                f"{self.domain}: worker_method must be one of {', '.join(WORKER_METHODS)}, got {worker_method!r}"
+            )
         self.context, self.batch_size, self.eval_batch_size = context, batch_size, eval_batch_size
-        self.seed, self.num_workers = seed, num_workers
+        self.seed, self.num_workers, self.worker_method = seed, num_workers, worker_method
         self._windows: dict[str, EvalWindows] = {}
 
     # ---- what a domain provides -----------------------------------------------------------------------
@@ -253,9 +273,11 @@ class SequenceDataModule(L.LightningDataModule, ABC):
             world_size=trainer.world_size if trainer else 1,
         )
 
-    def train_dataloader(self) -> DataLoader:
-        # batch_size=None: the stream yields whole batches, so the order does not depend on num_workers
-        return DataLoader(self.train_stream(), batch_size=None, num_workers=self.num_workers)
+    def train_dataloader(self) -> Iterable[dict[str, torch.Tensor]]:
+        """The stream through torchdata.nodes (domains.loading): `num_workers` workers of `worker_method` build the
+        batches in step order; pinned for the copy when training on CUDA."""
+        on_cuda = self.trainer is not None and self.trainer.strategy.root_device.type == "cuda"
+        return train_loader(self.train_stream(), self.num_workers, self.worker_method, "cuda" if on_cuda else None)
 
     def eval_dataloader(self, split: str) -> DataLoader:
         return DataLoader(self.eval_windows(split), batch_size=self.eval_batch_size, shuffle=False)

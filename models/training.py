@@ -102,13 +102,16 @@ def dropout_seed(seed: int, step: int, rank: int = 0, micro: int = 0) -> int:
 
 
 class DecoderLM(L.LightningModule):
-    def __init__(self, model: dict[str, Any], optim: dict[str, Any], seed: int = 0) -> None:
+    def __init__(self, model: dict[str, Any], optim: dict[str, Any], seed: int = 0, compile: bool = False) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.seed = seed
         self.model_cfg = GPTConfig(**model)
         self.optim_cfg = OptimConfig(**optim)
         self.model = GPT(self.model_cfg)
+        # Compiling the function rather than wrapping the module keeps the checkpoint's keys those of the eager model
+        # (a compiled run resumes eagerly and back); validation and the final evaluation stay eager.
+        self._train_nll = torch.compile(token_nll) if compile else token_nll
         self._micro_step, self._micro = -1, 0  # the optimiser step the micro-batches are counted in, and which one
         self._step_totals: torch.Tensor | None = None  # accumulation: the step's global (NLL sum, count) so far
 
@@ -128,7 +131,7 @@ class DecoderLM(L.LightningModule):
         whatever the ranks' scored-token counts. With accumulation the step's count is known only after its last
         micro-batch: each micro-batch's gradient is that of its NLL sum, and on_before_optimizer_step divides the
         accumulated gradient by the step's global count (Lightning divides each loss by the micro-batches)."""
-        nll, _, scored = token_nll(self.model, batch)
+        nll, _, scored = self._train_nll(self.model, batch)
         nll_sum = (nll * scored).sum()
         totals = torch.stack([nll_sum.detach(), scored.sum().to(nll_sum.dtype)])  # this rank's (NLL sum, count)
         ranks = self.trainer.world_size if self._trainer is not None else 1
@@ -142,8 +145,9 @@ class DecoderLM(L.LightningModule):
         else:
             loss = nll_sum * ranks / totals[1].clamp_min(1)
         global_loss = totals[0] / totals[1].clamp_min(1)  # the trainer's log checks it for NaN, in batches
-        self.log("train/loss", global_loss, prog_bar=True)
-        self.log("lr", self.lr_schedulers().get_last_lr()[0])
+        # on the bar only: the run's loggers get each step's loss from a callback that reads the losses in batches
+        self.log("train/loss", global_loss, prog_bar=True, logger=False)
+        self.log("lr", self.lr_schedulers().get_last_lr()[0], logger=False)
         return {"loss": loss, "global_loss": global_loss}
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:

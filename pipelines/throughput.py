@@ -13,12 +13,16 @@ Everything is measured in one process, on the same batch of random tokens:
   (and CoPE's tiled kernel), quadratic where a T x T matrix is kept (ALiBi's bias). A point is skipped when its
   predicted memory or step time is over the limits, so a long sweep stops where the machine does;
 - data rows: the preparation throughput of each stored domain (pipelines.benchmarks.data), from the mirror
-  folder given by --data-source or $POSBENCH_MIRROR.
+  folder given by --data-source or $POSBENCH_MIRROR;
+- loader rows: batches/s and tokens/s of each domain's training input at the preset, torch's DataLoader against
+  torchdata.nodes on threads and processes, at --loader-workers workers (pipelines.benchmarks.loader), beside the
+  training tokens/s of the preset's reference encoding measured here.
 Within a group (a domain preset, or one context of the sweep) every encoding's model is built and warmed up,
 then all are timed in --rounds interleaved rounds of --reps steps: the figure is the median of those steps, and
 "spread" half their interquartile range over the median. Every figure also appears as a ratio to the
 reference encoding (rope10k) of the same group. Writes results/throughput.csv, throughput_data.csv,
-throughput.png and throughput.json (settings, device, threads, matmul peak, git sha, package versions).
+throughput_loader.csv, throughput.png and throughput.json (settings, device, threads, matmul peak, git sha, package
+versions).
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ import torch
 from domains.stored import StoredDataModule
 from pipelines.benchmarks import model
 from pipelines.benchmarks.data import measure_preparation
-from pipelines.benchmarks.data_report import print_table, write_rows
+from pipelines.benchmarks.data_report import print_loader_table, print_table, write_loader_rows, write_rows
+from pipelines.benchmarks.loader import measure_loaders
 from pipelines.benchmarks.model_report import context_table, peak_line, preset_table, progress_line, write_outputs
 from pipelines.benchmarks.step import matmul_peak
 from pipelines.experiment.config import config_options, datamodule_class, domain_names
@@ -52,10 +57,27 @@ def main(argv: list[str] | None = None) -> int:
     data_domains = [domain for domain in asked if issubclass(datamodule_class(domain), StoredDataModule)]
     source = settings.data_source or os.environ.get("POSBENCH_MIRROR")
     data_rows = measure_preparation(data_domains, source) if data_domains and source else []
+    training = {
+        row["domain"]: row["train_tokens_per_s"]
+        for row in rows
+        if row["kind"] == "preset" and row["encoding"] == settings.ref and row.get("train_tokens_per_s")
+    }
+    loader_domains = settings.domains if settings.loader_domains is None else settings.loader_domains
+    loader_rows = measure_loaders(
+        loader_domains,
+        settings.preset,
+        Path(source) if source else None,
+        workers=settings.loader_workers,
+        batches=settings.loader_batches,
+        train_tokens_per_s=training,
+    )
     written = write_outputs(rows, settings, settings.out)
     if data_rows:
         written.append(settings.out / "throughput_data.csv")
         write_rows(data_rows, written[-1])
+    if loader_rows:
+        written.append(settings.out / "throughput_loader.csv")
+        write_loader_rows(loader_rows, written[-1])
     print()
     print(preset_table(rows, settings.peak_flops))
     sweep = context_table(rows)
@@ -66,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         print_table(data_rows)
     elif data_domains:
         print("\ndata preparation not measured: give --data-source (a mirror folder) or set POSBENCH_MIRROR")
+    if loader_rows:
+        print()
+        print_loader_table(loader_rows)
     print(f"\nwrote {', '.join(str(path) for path in written)}")
     return 0
 
@@ -93,12 +118,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-step-seconds", type=float, default=20.0, help="skip sweep points predicted slower")
     parser.add_argument("--data-source", type=Path, default=None, help="mirror folder (default: $POSBENCH_MIRROR)")
     parser.add_argument("--data-domains", nargs="*", default=None, help="domains whose preparation is timed")
+    parser.add_argument("--loader-domains", nargs="*", default=None, help="domains whose training loader is timed")
+    parser.add_argument("--loader-workers", nargs="+", type=int, default=[0, 1, 2], help="loader workers to time")
+    parser.add_argument("--loader-batches", type=int, default=20, help="timed batches per loader configuration")
     parser.add_argument("--out", type=Path, default=Path("results"))
     settings = parser.parse_args(argv)
-    for option, least in (("rounds", 1), ("reps", 1), ("warmup", 0), ("batch_size", 1), ("sweep_batch", 1)):
+    for option, least in (
+        ("rounds", 1),
+        ("reps", 1),
+        ("warmup", 0),
+        ("batch_size", 1),
+        ("sweep_batch", 1),
+        ("loader_batches", 1),
+    ):
         value = getattr(settings, option)
         if value is not None and value < least:
             parser.error(f"--{option.replace('_', '-')} must be >= {least}, got {value}")
+    if any(count < 0 for count in settings.loader_workers):
+        parser.error(f"--loader-workers must all be >= 0, got {settings.loader_workers}")
     if any(context < 2 for context in settings.contexts):
         parser.error(f"--contexts must all be >= 2, got {settings.contexts}")
     for option in ("memory_limit_gb", "max_step_seconds"):

@@ -1,13 +1,14 @@
 """Train one run (domain [task] x encoding x seed), evaluate it, and write its manifest.
 
-    python -m pipelines.train pe=nope seed=1 domain.args.task=fixed_offset [preset=paper]
+    python -m pipelines.train pe=nope seed=1 domain.args.task=fixed_offset [preset=paper] [logger=tensorboard]
 
 The run folder is <runs_root>/<domain>[/<task>]/<pe id>/seed<k>/ (pipelines.runs.layout). A run with done.json is
 skipped; a run with a checkpoint resumes from it. The folder ends with:
   manifest.json   resolved config, git sha, package versions, data hashes, parameters, encoding, tokens/s
   model.pt        final weights and model config
   metrics/        per-example and per-position metrics per evaluation split (see pipelines.runs.metrics)
-  train_log.csv   step, loss, lr
+  logs/           metrics.csv: step, train/loss, lr, train/tokens_per_s, val/loss (logger=tensorboard|wandb adds
+                  tensorboard/ or wandb/; pipelines.experiment.loggers)
   done.json       written last; its presence means the run is complete
 A rope run with evaluation splits longer than its context also writes <pe id>+yarn/seed<k>/ beside it: the same
 model evaluated with YaRN. A NaN loss stops the run with failed.json and no results; the last good checkpoint stays.

@@ -22,6 +22,8 @@ from pipelines.experiment import training
 from pipelines.experiment.config import compose_config
 from pipelines.experiment.training import train_and_evaluate
 from pipelines.launch import local
+from pipelines.runs.layout import TRAIN_METRICS
+from tests.log_fixtures import train_losses
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -79,8 +81,7 @@ def test_ddp_through_the_entry_point_every_rank_exits_cleanly_and_only_rank_0_wr
     assert "run: " in outputs[0] and "run: " not in outputs[1]
     folder = tmp_path / "synthetic" / "reverse_string" / "rope10k" / "seed0"
     assert (folder / "done.json").exists() and (folder / "model.pt").exists()
-    steps = [line.split(",")[0] for line in (folder / "train_log.csv").read_text().splitlines()[1:]]
-    assert steps == ["0", "1", "2", "3"]  # one writer
+    assert [step for step, _ in train_losses(folder)] == [0, 1, 2, 3]  # one writer
 
 
 def test_dropout_masks_differ_between_ranks_and_rank_0_keeps_the_single_process_masks():
@@ -130,21 +131,22 @@ def test_an_idle_bench_parks_its_model_optimiser_state_and_batch_off_the_device(
 
 # ---- no host sync per step for the loss; NaN still stops the run before its next checkpoint ---------------------
 class LogRowsAtStep(Callback):
-    def __init__(self, path):
-        self.path, self.rows = path, {}
+    def __init__(self, folder):
+        self.folder, self.rows = folder, {}
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
-        self.rows[trainer.global_step] = len(self.path.read_text().splitlines()) - 1
+        logged = (self.folder / TRAIN_METRICS).exists()
+        self.rows[trainer.global_step] = len(train_losses(self.folder)) if logged else 0
 
 
 @pytest.mark.slow
 def test_losses_are_read_in_batches_not_every_step(tmp_path):
     cfg = config(tmp_path, "trainer.max_steps=8", "trainer.ckpt_every=4")
     folder = tmp_path / "synthetic" / "reverse_string" / "rope10k" / "seed0"
-    probe = LogRowsAtStep(folder / "train_log.csv")
+    probe = LogRowsAtStep(folder)
     train_and_evaluate(cfg, callbacks=[probe])
     assert probe.rows == {0: 0, 1: 0, 2: 0, 3: 0, 4: 4, 5: 4, 6: 4, 7: 4}  # rows arrive at the checkpoint step
-    assert len((folder / "train_log.csv").read_text().splitlines()) == 1 + 8
+    assert len(train_losses(folder)) == 8
 
 
 # ---- a finished run keeps model.pt, not its checkpoint ---------------------------------------------------------
@@ -196,6 +198,6 @@ def test_an_accumulating_run_resumed_mid_training_reproduces_the_uninterrupted_r
     with pytest.raises(InterruptedError):
         train_and_evaluate(cfg, callbacks=[StopAt(5)])
     resumed = train_and_evaluate(cfg)  # from the checkpoint at step 3: loader batch 6 on
-    assert (resumed / "train_log.csv").read_text() == (straight / "train_log.csv").read_text()
+    assert train_losses(resumed) == train_losses(straight)
     weights = [torch.load(folder / "model.pt", weights_only=True)["state_dict"] for folder in (straight, resumed)]
     assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])

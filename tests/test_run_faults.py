@@ -18,8 +18,9 @@ from lightning.pytorch.callbacks import Callback
 from pipelines.experiment.config import compose_config
 from pipelines.experiment.training import train_and_evaluate
 from pipelines.runs import lock as run_lock
-from pipelines.runs.layout import run_folder
+from pipelines.runs.layout import TRAIN_METRICS, run_folder
 from pipelines.runs.lock import LOCK, RunLock, RunLockedError
+from tests.log_fixtures import train_losses
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -99,7 +100,7 @@ def test_a_training_refuses_a_folder_another_process_holds(tmp_path):
     write_lock(run_folder(cfg), os.getpid(), socket.gethostname())
     with pytest.raises(RunLockedError, match="a run folder belongs to one process at a time"):
         train_and_evaluate(cfg)
-    assert not (run_folder(cfg) / "train_log.csv").exists()
+    assert not (run_folder(cfg) / TRAIN_METRICS).exists()
 
 
 @pytest.mark.slow
@@ -116,8 +117,7 @@ def test_two_trainings_of_one_folder_started_together_train_it_once(tmp_path):
     outputs = [process.communicate(timeout=300)[0] for process in runs]
     codes = sorted(process.returncode for process in runs)
     folder = tmp_path / "synthetic" / "reverse_string" / "rope10k" / "seed0"
-    steps = [line.split(",")[0] for line in (folder / "train_log.csv").read_text().splitlines()[1:]]
-    assert steps == [str(step) for step in range(60)]  # each step once: never two writers
+    assert [step for step, _ in train_losses(folder)] == list(range(60))  # each step once: never two writers
     assert (folder / "done.json").exists() and not (folder / LOCK).exists()
     # either the second found the lock (refused, named) or it started after the first had finished (skipped)
     assert codes == [0, 0] or (codes[0] == 0 and any("RunLockedError" in output for output in outputs))
@@ -134,7 +134,7 @@ def test_killing_a_sweep_kills_its_runs_and_a_rerun_completes_them(tmp_path):
     sweep = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     folder = tmp_path / "synthetic" / "reverse_string" / "nope" / "seed0"
     deadline = time.time() + 120
-    while not ((folder / LOCK).exists() and (folder / "train_log.csv").exists()) and time.time() < deadline:
+    while not ((folder / LOCK).exists() and (folder / TRAIN_METRICS).exists()) and time.time() < deadline:
         time.sleep(0.2)
     child = json.loads((folder / LOCK).read_text())["pid"]
     assert child != sweep.pid

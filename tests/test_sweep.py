@@ -18,6 +18,8 @@ from omegaconf import OmegaConf
 from pipelines.experiment.config import CONFIG_DIR
 from pipelines.launch.jobs import plan
 from pipelines.launch.slurm import slurm_command
+from pipelines.runs.layout import TRAIN_METRICS
+from tests.log_fixtures import train_losses
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,6 +34,19 @@ def test_plan_has_seeds_outermost_and_deterministic_folders(tmp_path):
     ]
     assert all(job.folder == tmp_path / job.label for job in jobs)
     assert jobs[0].tokens_per_step == 32 * 32 and jobs[0].max_steps == 500  # batch x context of the tiny preset
+
+
+def test_the_live_view_reads_the_step_from_the_step_column_of_the_runs_metrics_file(tmp_path):
+    job = plan("synthetic", ["nope"], [0], "tiny", tmp_path, tasks=["parity"])[0]
+    assert job.step == 0  # nothing logged yet
+    path = job.folder / TRAIN_METRICS
+    path.parent.mkdir(parents=True)
+    training = "".join(f",0.001,{step},2.5,,\r\n" for step in range(120))  # more than the tail the view reads
+    path.write_text("epoch,lr,step,train/loss,train/tokens_per_s,val/loss\r\n" + training + "0,,119,,,2.25\r\n")
+    assert job.step == 120  # the last row is validation's, logged at the index of the step before it
+    with open(path, "a") as handle:
+        handle.write(",0.001,12")  # a row still being written
+    assert job.step == 120
 
 
 def test_slurm_command_is_one_multirun_over_the_varying_overrides(tmp_path):
@@ -159,8 +174,8 @@ def test_ddp_and_accumulation_equal_one_process_on_the_global_batch(tmp_path):
         ]
         done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-        log = tmp_path / name.replace(" ", "_") / "synthetic/reverse_string/rope10k/seed0/train_log.csv"
-        logs[name] = [float(line.split(",")[1]) for line in log.read_text().splitlines()[1:]]
+        folder = tmp_path / name.replace(" ", "_") / "synthetic/reverse_string/rope10k/seed0"
+        logs[name] = [loss for _, loss in train_losses(folder)]
     assert all(len(log) == 4 for log in logs.values())
     for name in ("two", "accumulating", "two accumulating"):
         assert logs[name] == pytest.approx(logs["one"], abs=1e-5), name

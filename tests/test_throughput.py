@@ -11,10 +11,11 @@ from torch.utils.flop_counter import FlopCounterMode
 from models.flops import forward_flops_per_token, layer_flops_per_token, training_flops_per_token
 from models.gpt import GPT, GPTConfig
 from pipelines import throughput
-from pipelines.benchmarks import model_report
+from pipelines.benchmarks import loader, model_report
 from pipelines.benchmarks.model import predicted_over_limits
 from pipelines.benchmarks.step import LiveTensorMemory
 from pipelines.experiment.config import roster
+from tests.maestro_fixtures import SHARED
 
 
 def test_one_layer_flops_match_a_hand_count():
@@ -154,3 +155,37 @@ def test_a_sweep_point_is_skipped_when_predicted_over_the_limits():
     assert predicted_over_limits(history[:1], 4096, settings) is None  # 4.8 s; one point: no memory
     history.append({"status": "out of memory", "context": 4096})  # a failed point predicts nothing
     assert predicted_over_limits(history, 8192, slow) == "skipped: predicted step 8 s > 3 s"
+
+
+@pytest.mark.slow
+def test_the_run_times_each_domains_training_loader_on_both_paths_and_every_worker_count(tiny_run):
+    out, rows = tiny_run
+    training = next(
+        float(r["train_tokens_per_s"]) for r in rows if r["kind"] == "preset" and r["encoding"] == "rope10k"
+    )
+    with open(out / "throughput_loader.csv") as handle:
+        loaders = list(csv.DictReader(handle))
+    assert [(r["path"], r["method"], int(r["workers"])) for r in loaders] == loader.configurations([0, 1, 2])
+    assert loader.configurations([0, 2]) == [
+        ("dataloader", "main", 0), ("dataloader", "process", 2), ("nodes", "main", 0),
+        ("nodes", "thread", 2), ("nodes", "process", 2),
+    ]  # fmt: skip
+    for row in loaders:
+        assert row["domain"] == "synthetic" and row["preset"] == "tiny" and not row["skipped"]
+        tokens = int(row["batches"]) * int(row["batch"]) * int(row["context"])
+        assert float(row["tokens_per_s"]) == pytest.approx(tokens / float(row["seconds"]))
+        assert float(row["batches_per_s"]) == pytest.approx(int(row["batches"]) / float(row["seconds"]))
+        assert float(row["train_tokens_per_s"]) == pytest.approx(training)
+        assert float(row["loader_vs_train"]) == pytest.approx(float(row["tokens_per_s"]) / training)
+
+
+@pytest.mark.slow
+def test_a_stored_domain_is_prepared_from_the_mirror_and_a_missing_one_is_skipped_by_name(tmp_path):
+    rows = loader.measure_loaders(["jsb"], "tiny", SHARED, workers=[0, 1], batches=2, warmup=1)
+    assert [(r["path"], r["workers"]) for r in rows] == [("dataloader", 0), ("dataloader", 1), ("nodes", 0)] + [
+        ("nodes", 1)
+    ] * 2
+    assert all(r["batch"] == 8 and r["context"] == 256 and r["tokens_per_s"] > 0 for r in rows)
+    assert all(r["loader_vs_train"] is None for r in rows)  # no training figure given
+    [skipped] = loader.measure_loaders(["jsb"], "tiny", tmp_path, workers=[0], batches=1)
+    assert skipped["skipped"].startswith("FetchError") and str(tmp_path / "jsb") in skipped["skipped"]

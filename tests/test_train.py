@@ -18,6 +18,7 @@ from pipelines.experiment.config import compose_config
 from pipelines.experiment.training import train_and_evaluate as run
 from pipelines.runs.layout import run_folder as run_dir
 from pipelines.runs.model_file import load_run_model
+from tests.log_fixtures import train_losses as losses
 
 
 class SimulatedKill(Exception):
@@ -57,11 +58,6 @@ def config(tmp_path, *overrides):
             *overrides,
         ]
     )
-
-
-def losses(folder):
-    with open(folder / "train_log.csv") as handle:
-        return [(int(row["step"]), float(row["loss"])) for row in csv.DictReader(handle)]
 
 
 @pytest.mark.slow
@@ -154,6 +150,7 @@ def test_nan_loss_stops_the_run_keeps_the_last_good_checkpoint_and_writes_no_res
         run(cfg, callbacks=[PoisonWeights(at=4)])
     folder = run_dir(cfg)
     assert torch.load(folder / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 3
+    assert [step for step, _ in losses(folder)] == [0, 1, 2, 3]  # the steps before the bad one are logged
     assert not (folder / "metrics").exists() and not (folder / "done.json").exists()
     assert "NonFiniteLossError" in json.loads((folder / "failed.json").read_text())["error"]
 

@@ -119,6 +119,7 @@ def build_datamodule(cfg: DictConfig) -> SequenceDataModule:
         eval_batch_size=cfg.trainer.eval_batch_size,
         seed=cfg.seed,
         num_workers=cfg.trainer.num_workers,
+        worker_method=cfg.trainer.worker_method,
         **OmegaConf.to_container(cfg.domain.args, resolve=True),
     )
 

@@ -5,8 +5,9 @@ The run folder is a function of the config (pipelines.runs.layout). The trainer 
 anything is written (TrainerSettings), and the folder is held by one process at a time (pipelines.runs.lock). A
 run with DONE is skipped; a run with a checkpoint resumes from it (the data stream restarts at the restored step,
 so the resumed run sees the batches the uninterrupted one would). A NaN loss stops the run with FAILED and no
-results; the last good checkpoint stays. A rope run with evaluation splits longer than its context also writes its
-YaRN sibling (pipelines.experiment.evaluation).
+results; the last good checkpoint stays. The training metrics go to <run>/logs/ (pipelines.experiment.loggers).
+A rope run with evaluation splits longer than its context also writes its YaRN sibling
+(pipelines.experiment.evaluation).
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint, TQDMProgressB
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from domains.atomic import atomic_path, write_json, write_text
+from domains.atomic import atomic_path, write_json
 from models.gpt import GPTConfig
-from models.training import DecoderLM, OptimConfig, first_nonfinite, nonfinite_loss_error, synchronize
+from models.training import DecoderLM, OptimConfig
 from pipelines.experiment.config import build_datamodule, model_config
 from pipelines.experiment.evaluation import evaluate_splits, evaluate_yarn
-from pipelines.runs.layout import CHECKPOINTS, DONE, FAILED, TRAIN_LOG, run_folder
+from pipelines.experiment.loggers import TrainMetrics, build_loggers, check_logger
+from pipelines.runs.layout import CHECKPOINTS, DONE, FAILED, RunKey, run_folder
 from pipelines.runs.lock import RunLock
 from pipelines.runs.manifest import write_run_manifest
 from pipelines.runs.model_file import save_run_model
@@ -66,11 +68,13 @@ class TrainerSettings:
     devices: int | str | list[int]  # Lightning's: a count, "auto", or the device indices
     strategy: str
     num_workers: int
+    worker_method: str  # "thread" or "process": what builds the training batches when num_workers > 0
     optim: dict[str, Any]
     # model.pt and the metrics are all a finished run needs; its last checkpoint (GBs at paper scale) is deleted
     # once done.json is written, unless kept
     keep_checkpoint: bool = False
     accumulate: int = 1  # micro-batches per optimiser step (gradient accumulation)
+    compile: bool = False  # torch.compile of the training step's forward (and so its backward)
 
     def __post_init__(self) -> None:
         def count(value: Any, least: int) -> bool:
@@ -106,76 +110,12 @@ class TrainerSettings:
         return cls(**settings)
 
 
-class TrainLog(Callback):
-    """Appends step, loss and lr to train_log.csv, stops a diverged run, and measures training tokens/s (forward,
-    backward, step). The time and tokens are part of the checkpoint, so a resumed run reports the figure over all
-    of its training.
-
-    The losses stay on the device and are read in batches, every FLUSH_EVERY steps and at every checkpoint step:
-    reading each step's loss would wait for the GPU every step. A NaN or infinite loss in a batch stops the run
-    there, before the checkpoint of that step is written (Lightning runs checkpoint callbacks last), so the last
-    checkpoint is always one of a healthy run; the rows before the first bad step are kept."""
-
-    FLUSH_EVERY = 50
-
-    def __init__(self, path: Path, ckpt_every: int) -> None:
-        self.path, self.ckpt_every = path, ckpt_every
-        self.seconds = 0.0
-        self.tokens = 0
-        self._pending: list[tuple[int, torch.Tensor, float]] = []  # (step, loss on the device, lr)
-
-    def state_dict(self) -> dict[str, float]:
-        return {"seconds": self.seconds, "tokens": self.tokens}
-
-    def load_state_dict(self, state: dict[str, float]) -> None:
-        self.seconds, self.tokens = float(state["seconds"]), int(state["tokens"])
-
-    def on_train_start(self, trainer, module) -> None:
-        # After a resume, drop rows the killed process wrote past its last checkpoint (and a row it was cut off
-        # writing), so the log holds each step once.
-        kept = []
-        if self.path.exists():
-            rows = [line.split(",") for line in self.path.read_text().splitlines()[1:]]
-            kept = [",".join(r) for r in rows if len(r) == 3 and r[0].isdigit() and int(r[0]) < trainer.global_step]
-        if trainer.is_global_zero:
-            write_text(self.path, "\n".join(["step,loss,lr", *kept]) + "\n")
-
-    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
-        if trainer.global_step != getattr(self, "_step", None):  # the first (micro-)batch of an optimiser step
-            self._step, self._lr = trainer.global_step, trainer.optimizers[0].param_groups[0]["lr"]
-        synchronize(module.device)
-        self._began = time.perf_counter()
-
-    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
-        synchronize(module.device)
-        self.seconds += time.perf_counter() - self._began
-        self.tokens += batch["tokens"][:, :-1].numel() * trainer.world_size
-        step = trainer.global_step  # optimiser steps done
-        if step == self._step:
-            return  # a micro-batch the step accumulates: the step's loss comes with its last one
-        self._pending.append((step - 1, outputs["global_loss"].detach(), self._lr))
-        if step % self.FLUSH_EVERY == 0 or step % self.ckpt_every == 0 or step >= trainer.max_steps:
-            self.flush(trainer)
-
-    def flush(self, trainer) -> None:
-        """Write the pending rows; NonFiniteLossError at the first step whose loss is not finite."""
-        if not self._pending:
-            return
-        steps = [step for step, _, _ in self._pending]
-        losses = torch.stack([loss for _, loss, _ in self._pending]).float().cpu()  # one wait for the device
-        rates = [lr for _, _, lr in self._pending]
-        self._pending = []
-        bad = first_nonfinite(losses)
-        good = len(steps) if bad is None else bad  # the rows before the first bad step
-        if trainer.is_global_zero and good:
-            with open(self.path, "a") as handle:
-                handle.writelines(f"{steps[i]},{losses[i].item():.8f},{rates[i]:.8g}\n" for i in range(good))
-        if bad is not None:
-            raise nonfinite_loss_error(steps[bad], losses[bad].item())
-
-    @property
-    def tokens_per_s(self) -> float | None:
-        return self.tokens / self.seconds if self.seconds else None
+def restored_step(checkpoint: Path) -> int:
+    """The step a run resumes at (its checkpoint's, else 0), which the loggers need before Lightning restores the
+    checkpoint; memory-mapped, so the weights are not read."""
+    if not checkpoint.exists():
+        return 0
+    return int(torch.load(checkpoint, map_location="cpu", mmap=True, weights_only=False)["global_step"])
 
 
 def train_and_evaluate(cfg: DictConfig, callbacks: list[Callback] | None = None) -> Path:
@@ -185,6 +125,7 @@ def train_and_evaluate(cfg: DictConfig, callbacks: list[Callback] | None = None)
         log.info("%s: finished already, skipped", folder)
         return folder
     settings = TrainerSettings.of(cfg)  # bad or misspelt trainer settings fail here, before anything is written
+    check_logger(cfg.logger.name)  # so do an unknown logger and a missing extra
     if not (isinstance(cfg.seed, int) and cfg.seed >= 0):
         raise ValueError(f"seed = {cfg.seed!r} (must be a whole number >= 0: it seeds the data stream)")
     datamodule = build_datamodule(cfg)  # unknown task names fail here, before training
@@ -209,13 +150,19 @@ def _train_and_evaluate(
     (folder / FAILED).unlink(missing_ok=True)
 
     L.seed_everything(cfg.seed, workers=True, verbose=False)
-    module = DecoderLM(model=model_cfg, optim=optim, seed=cfg.seed)
+    module = DecoderLM(model=model_cfg, optim=optim, seed=cfg.seed, compile=settings.compile)
     resume = folder / CHECKPOINTS / "last.ckpt"
-    train_log = TrainLog(folder / TRAIN_LOG, settings.ckpt_every)
+    metrics = TrainMetrics(settings.ckpt_every)
+    loggers = build_loggers(
+        folder,
+        restored_step(resume),
+        RunKey.of_config(cfg).label,
+        **OmegaConf.to_container(cfg.logger, resolve=True),
+    )
     progress = os.environ.get("POSBENCH_PROGRESS", "1") == "1"
     on_gpu = settings.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
     # the bar reads the logged loss when it refreshes: on a GPU each read waits for the device, so not every step
-    bar = [TQDMProgressBar(refresh_rate=TrainLog.FLUSH_EVERY if on_gpu else 1)] if progress else []
+    bar = [TQDMProgressBar(refresh_rate=TrainMetrics.FLUSH_EVERY if on_gpu else 1)] if progress else []
     trainer = L.Trainer(
         default_root_dir=folder,
         max_steps=settings.max_steps,
@@ -228,7 +175,7 @@ def _train_and_evaluate(
         check_val_every_n_epoch=None,
         limit_val_batches=settings.val_batches,
         num_sanity_val_steps=0,
-        logger=False,
+        logger=loggers,
         enable_progress_bar=progress,
         enable_model_summary=False,
         plugins=[AtomicCheckpointIO()],
@@ -236,7 +183,7 @@ def _train_and_evaluate(
             ModelCheckpoint(
                 dirpath=folder / CHECKPOINTS, save_top_k=0, save_last=True, every_n_train_steps=settings.ckpt_every
             ),
-            train_log,
+            metrics,
             *bar,
             *(callbacks or []),
         ],
@@ -265,7 +212,7 @@ def _train_and_evaluate(
         datamodule,
         model,
         evaluation,
-        tokens_per_s=train_log.tokens_per_s,
+        tokens_per_s=metrics.tokens_per_s,
         train_seconds=train_seconds,
         steps=trainer.global_step,
         device=str(device),

@@ -7,12 +7,13 @@ function of those and nothing else (pipelines.runs.layout).
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipelines.experiment.config import compose_config, datamodule_class
-from pipelines.runs.layout import MANIFEST, TRAIN_LOG, RunKey, has_tasks
+from pipelines.runs.layout import MANIFEST, TRAIN_METRICS, RunKey, has_tasks
 
 
 @dataclass
@@ -36,14 +37,25 @@ class Job:
 
     @property
     def step(self) -> int:
-        """Steps done, from the last row of train_log.csv (only its tail is read: the view polls it often)."""
-        log = self.folder / TRAIN_LOG
-        if not log.exists():
+        """Steps done, from the last row of the run's metrics.csv: its step column, found by name in the header (the
+        training and validation rows leave each other's columns blank). Only the header and the tail are read: the
+        view polls the file often."""
+        try:
+            with open(self.folder / TRAIN_METRICS, "rb") as handle:
+                header = handle.readline().decode(errors="replace").strip().split(",")
+                handle.seek(max(0, os.fstat(handle.fileno()).st_size - 1024))
+                tail = handle.read().decode(errors="replace").split("\n")
+        except FileNotFoundError:
             return 0
-        with open(log, "rb") as handle:
-            handle.seek(max(0, log.stat().st_size - 256))
-            last = handle.read().decode(errors="replace").strip().splitlines()[-1:]
-        return int(last[0].split(",")[0]) + 1 if last and last[0][:1].isdigit() else 0
+        if "step" not in header:
+            return 0
+        column = header.index("step")
+        # the tail's first line is the header or a cut one, its last is empty or a row still being written
+        for line in reversed(tail[1:-1]):
+            fields = line.strip().split(",")
+            if len(fields) > column and fields[column].isdigit():
+                return int(fields[column]) + 1  # rows are logged at the step's index (from 0)
+        return 0
 
     def tokens_per_s(self) -> float | None:
         if self.status in ("done", "skipped"):

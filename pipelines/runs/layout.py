@@ -11,7 +11,8 @@ A run folder holds, once finished:
   MANIFEST   resolved config, git sha, package versions, data hashes, parameters, encoding, tokens/s
   MODEL      final weights and the model config (pipelines.runs.model_file)
   METRICS/   per-example and per-position metrics of each evaluation split, summary.json (pipelines.runs.metrics)
-  TRAIN_LOG  step, loss, lr
+  LOGS/      the loggers' files: TRAIN_METRICS (step, train/loss, lr, train/tokens_per_s, val/loss), and
+             tensorboard/ or wandb/ when chosen (pipelines.experiment.loggers)
   DONE       written last; FAILED instead when training failed
 and, once `python -m pipelines.inspect` has looked inside it:
   INSPECT/   <split>.json (attention by distance, the encoding's views) and their figures (pipelines.report.inspection)
@@ -30,7 +31,8 @@ from pipelines.experiment.config import datamodule_class, domain_names
 MANIFEST = "manifest.json"
 MODEL = "model.pt"
 METRICS = "metrics"
-TRAIN_LOG = "train_log.csv"
+LOGS = "logs"
+TRAIN_METRICS = f"{LOGS}/metrics.csv"  # the name Lightning's CSVLogger gives its file
 CHECKPOINTS = "checkpoints"
 DONE = "done.json"
 INSPECT = "inspect"
