@@ -20,6 +20,7 @@ from tests.run_fixtures import (
     TEST_HASH,
     assert_png,
     compare,
+    lm_domain,
     lm_tree,
     pair,
     read_csv,
@@ -72,9 +73,10 @@ def test_compare_lm_domain_end_to_end(tmp_path):
     assert " *" in nope_line and f"{test.pvalue:.3g}" in nope_line
     assert "Δ vs rope10k" in markdown
     assert section(markdown, "Missing runs").strip() == "None."
-    for name in ("nll.png", "nll_by_position.png"):
+    for name in ("nll.png", "nll_by_position.png", "cd_examples.png"):
         assert_png(out / name)
     assert sorted(p.name for p in out.iterdir()) == [
+        "cd_examples.png",
         "nll.png",
         "nll_by_position.png",
         "summary.csv",
@@ -219,3 +221,21 @@ def test_pooled_positions_and_binned_curve(tmp_path):
         for lo, hi in zip(edges[:-1], edges[1:], strict=True)
     ]
     np.testing.assert_allclose(y, expected)
+
+
+def test_a_per_example_domain_gets_a_friedman_test_and_cd_diagram_over_its_test_examples(tmp_path):
+    rng = np.random.default_rng(5)
+    base = rng.uniform(0.5, 2.0, 30)  # examples differ in difficulty; the encodings' offsets are what ranks see
+    nll = {"rope10k": base, "hope": base + 0.01 + rng.normal(0, 0.02, 30), "nope": base + 0.5 + rng.normal(0, 0.2, 30)}
+    lm_domain(tmp_path / "runs", "jsb", nll)
+    out = tmp_path / "results" / "jsb"
+    markdown = compare(tmp_path / "runs", "jsb", out, ref="rope10k").read_text()
+    order = [row["encoding"] for row in read_csv(out / "summary.csv")]
+    chi2, p = sps.friedmanchisquare(*(nll[name] for name in order))
+    q = sps.studentized_range.ppf(0.95, 3, np.inf) / np.sqrt(2)
+    cd = q * np.sqrt(3 * 4 / (6 * 30))  # Demsar: q_alpha sqrt(k (k + 1) / (6 n))
+    assert f"Friedman test over the 30 test examples (blocks) of the 3 encodings: chi2 = {chi2:.1f}, p = {p:.3g}" in (
+        markdown
+    )
+    assert f"Nemenyi critical difference of mean ranks at alpha 0.05: {cd:.3f}" in markdown
+    assert_png(out / "cd_examples.png")

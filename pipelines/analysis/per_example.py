@@ -14,7 +14,7 @@ import numpy as np
 from pipelines.analysis.curves import PositionNLL, load_extrapolation, pooled_split_positions
 from pipelines.analysis.evidence import finished_by, missing_runs, preset_of, select_seeds, with_seeds
 from pipelines.analysis.results import DEFAULT_REF, TEST_SPLIT, DomainResult, entries_with_intervals
-from pipelines.analysis.stats import paired_tests, ranks, seed_average
+from pipelines.analysis.stats import FriedmanResult, friedman, paired_tests, ranks, seed_average
 from pipelines.experiment.config import datamodule_class
 from pipelines.runs.layout import RunFolder
 from pipelines.runs.metrics import per_example_path, read_per_example, run_file_error
@@ -127,4 +127,13 @@ def analyse_per_example(domain: str, runs: list[RunFolder], ref: str | None) -> 
         missing=missing_runs(runs),
         extrapolation=load_extrapolation(domain, used),
         position_curves={name: result.by_position for name, result in results.items()},
+        example_friedman=example_friedman([results[name].nll for name in order]),
     )
+
+
+def example_friedman(nll_by_encoding: list[np.ndarray]) -> FriedmanResult | None:
+    """Friedman test with the test examples as blocks (seed-averaged NLL, lower is better): which encodings a
+    Nemenyi critical difference over the examples separates. None for fewer than 2 examples or encodings."""
+    if len(nll_by_encoding) < 2 or nll_by_encoding[0].size < 2:
+        return None
+    return friedman(np.column_stack(nll_by_encoding), lower_is_better=True)

@@ -10,7 +10,7 @@ import numpy as np
 from domains.base import Metric
 from pipelines.analysis.curves import Curve, PositionNLL
 from pipelines.analysis.evidence import SeedSelection
-from pipelines.analysis.stats import PairedResult, mean_ci, ranks, within_example_ci
+from pipelines.analysis.stats import FriedmanResult, PairedResult, mean_ci, ranks, within_example_ci
 
 TEST_SPLIT = "test"
 # SPEC 3: "ref = `darope` by default, configurable".
@@ -90,6 +90,9 @@ class DomainResult:
     extrapolation: list[Curve]
     position_curves: dict[str, PositionNLL] = field(default_factory=dict)  # test NLL by position, per encoding
     tasks: TaskTable | None = None  # a domain with tasks
+    # Friedman test over the test examples (blocks) of the encodings in `entries` order, with the Nemenyi critical
+    # difference: a domain compared per example with at least 2 examples and 2 encodings
+    example_friedman: FriedmanResult | None = None
 
     @property
     def per_example(self) -> bool:

@@ -24,12 +24,20 @@ from pipelines.analysis.stats import mean_rank, significance_stars
 from pipelines.report.figures import plot_accuracy, plot_extrapolation, plot_nll, plot_nll_by_position
 from pipelines.report.files import publish, write_csv
 from pipelines.report.markdown import bold_if, fmt_mean_rank, markdown_table, missing_section
+from pipelines.report.study_figures import plot_cd
 
 EXTRAPOLATION_FIGURE = "extrapolation.png"
 PER_EXAMPLE_FIGURES = ("nll.png", "nll_by_position.png")
+EXAMPLES_CD_FIGURE = "cd_examples.png"  # per-example domains: Nemenyi critical difference over the test examples
 PER_TASK_FIGURES = ("accuracy.png",)
 SUMMARY_FILES = ("summary.md", "summary.csv")
-DOMAIN_REPORT_FILES = (*SUMMARY_FILES, *PER_EXAMPLE_FIGURES, *PER_TASK_FIGURES, EXTRAPOLATION_FIGURE)
+DOMAIN_REPORT_FILES = (
+    *SUMMARY_FILES,
+    *PER_EXAMPLE_FIGURES,
+    EXAMPLES_CD_FIGURE,
+    *PER_TASK_FIGURES,
+    EXTRAPOLATION_FIGURE,
+)
 TASK_CSV_HEADER = ["task", "encoding", "split", "accuracy", "chance_normalised", "nll", "seeds", "status"]
 
 
@@ -48,6 +56,11 @@ def render_domain_report(result: DomainResult, folder: Path) -> list[str]:
         plot_nll(result, folder / PER_EXAMPLE_FIGURES[0])
         plot_nll_by_position(result.position_curves, folder / PER_EXAMPLE_FIGURES[1])
         figures = list(PER_EXAMPLE_FIGURES)
+        if result.example_friedman is not None:
+            friedman = result.example_friedman
+            title = f"Nemenyi critical difference over the {friedman.n} test examples of {result.domain}"
+            plot_cd(friedman, list(result.entries), title, folder / EXAMPLES_CD_FIGURE)
+            figures.append(EXAMPLES_CD_FIGURE)
     else:
         write_csv(folder / "summary.csv", TASK_CSV_HEADER, _task_csv_rows(result.tasks))
         write_text(folder / "summary.md", _per_task_markdown(result))
@@ -180,6 +193,20 @@ def _per_example_markdown_row(row: dict, best: float, ref: str | None) -> list[s
     ]
 
 
+def _examples_friedman_lines(result: DomainResult) -> list[str]:
+    """The Friedman test over the test examples and its figure, when it ran."""
+    friedman = result.example_friedman
+    if friedman is None:
+        return []
+    return [
+        f"Friedman test over the {friedman.n} test examples (blocks) of the {friedman.k} encodings: chi2 = "
+        f"{friedman.chi2:.1f}, p = {friedman.p:.3g}; Iman-Davenport F = {friedman.f:.2f}, p = {friedman.p_f:.3g}. "
+        f"Nemenyi critical difference of mean ranks at alpha {friedman.alpha:g}: {friedman.cd:.3f} "
+        f"(`{EXAMPLES_CD_FIGURE}`; encodings joined by a bar are not separated).",
+        "",
+    ]
+
+
 def _per_example_markdown(result: DomainResult, rows: list[dict]) -> str:
     ref = result.ref
     best = min(row["nll"] for row in rows)
@@ -203,6 +230,7 @@ def _per_example_markdown(result: DomainResult, rows: list[dict]) -> str:
         "",
         *markdown_table(header, [_per_example_markdown_row(row, best, ref) for row in rows]),
         "",
+        *_examples_friedman_lines(result),
         *missing_section(result.missing),
     ]
     return "\n".join(lines)
