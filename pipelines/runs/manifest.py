@@ -18,6 +18,7 @@ from pipelines.runs.layout import MANIFEST, RunKey
 PACKAGES = (
     "torch",
     "lightning",
+    "torchdata",  # the training input pipeline
     "hydra-core",
     "numpy",
     "scipy",
