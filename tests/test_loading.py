@@ -33,10 +33,7 @@ def datamodule(request, tmp_path_factory):
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setenv("POSBENCH_DATA", str(root / "data"))
         overrides = DOMAIN_DATA[domain](root, monkeypatch)
-        cfg = compose_config([f"domain={domain}", "debug=fast", *overrides])
-        if domain == "synthetic":
-            cfg = compose_config([f"domain={domain}", "debug=fast", "domain.args.task=reverse_string", *overrides])
-        dm = build_datamodule(cfg)
+        dm = build_datamodule(compose_config([f"domain={domain}", "debug=fast", *overrides]))
         dm.prepare_data()
         dm.setup("fit")
         yield dm

@@ -8,28 +8,13 @@ import json
 import re
 
 import pytest
-from lightning.pytorch.callbacks import Callback
 
 from pipelines.experiment.config import compose_config, config_options
 from pipelines.experiment.loggers import LOGGERS, ContinuedCSVLogger, TrainMetrics, check_logger, wandb_id
 from pipelines.experiment.training import train_and_evaluate
 from pipelines.runs.layout import LOGS, TRAIN_METRICS, run_folder
 from tests.log_fixtures import metric_rows, train_losses
-
-
-class SimulatedKill(Exception):
-    pass
-
-
-class Kill(Callback):
-    """Stands in for a killed process: raises once `global_step` reaches `at`."""
-
-    def __init__(self, at: int) -> None:
-        self.at = at
-
-    def on_train_batch_start(self, trainer, module, batch, batch_idx):
-        if trainer.global_step == self.at:
-            raise SimulatedKill(f"killed at step {self.at}")
+from tests.training_fixtures import Kill, SimulatedKill
 
 
 def config(tmp_path, *overrides):

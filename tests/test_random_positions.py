@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from lightning.pytorch.callbacks import Callback
 
 from models.encodings import PositionalEncoding, available, build_encoding, encoding_class
 from models.encodings.alibi import alibi_slopes
@@ -19,6 +18,7 @@ from pipelines.roster import format_rows
 from pipelines.runs.layout import run_folder
 from pipelines.runs.model_file import load_run_model
 from tests.log_fixtures import train_losses
+from tests.training_fixtures import Kill, SimulatedKill
 
 DIMS = dict(n_layer=2, n_head=4, d_model=32, context=16)
 RANDOMIZED = {"rope10k_rand": "rope", "ape_sin_rand": "ape_sin", "alibi_rand": "alibi"}  # config id: implementation
@@ -139,22 +139,6 @@ def test_randomized_model_makes_no_tensor_off_its_device(entry):
     logits = model(torch.randint(0, 50, (2, 12), device="meta"))
     logits.sum().backward()
     assert logits.device.type == "meta"
-
-
-class SimulatedKill(Exception):
-    pass
-
-
-class Kill(Callback):
-    """A killed process: raises once `global_step` reaches `at` (not KeyboardInterrupt, which Lightning turns into
-    sys.exit and a SIGINT handler that would outlive the test)."""
-
-    def __init__(self, at: int) -> None:
-        self.at = at
-
-    def on_train_batch_start(self, trainer, module, batch, batch_idx):
-        if trainer.global_step == self.at:
-            raise SimulatedKill(f"killed at step {self.at}")
 
 
 def randomized_run_config(runs_root):

@@ -19,22 +19,7 @@ from pipelines.experiment.training import train_and_evaluate as run
 from pipelines.runs.layout import run_folder as run_dir
 from pipelines.runs.model_file import load_run_model
 from tests.log_fixtures import train_losses as losses
-
-
-class SimulatedKill(Exception):
-    pass
-
-
-class Kill(Callback):
-    """Stands in for a killed process: raises once `global_step` reaches `at`. (Not KeyboardInterrupt: Lightning
-    turns that into sys.exit and ignores SIGINT from then on, which would leak into the other tests.)"""
-
-    def __init__(self, at: int) -> None:
-        self.at = at
-
-    def on_train_batch_start(self, trainer, module, batch, batch_idx):
-        if trainer.global_step == self.at:
-            raise SimulatedKill(f"killed at step {self.at}")
+from tests.training_fixtures import Kill, SimulatedKill
 
 
 class PoisonWeights(Callback):
