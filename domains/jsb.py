@@ -11,6 +11,9 @@ Data flow:
 Training draws a chorale uniformly and a window of `context` tokens in it that starts on a timestep (a multiple
 of 4 tokens), so position 0 of a window is always a soprano; shorter chorales are padded. Evaluation scores each
 test chorale whole as one example (N = 77), with sliding windows (also starting on timesteps) past the context.
+The extrapolation split test_<f>x (`domain.args.extrapolation`) holds the test chorales longer than the context,
+each scored from its start in one window of up to f x context tokens (at the cpu preset, L = 1024: 25 chorales,
+2 of them cut at 2L), so every position past the training length is scored on real music.
 
 A held note and a repeated note of the same pitch are the same tokens in this encoding; `write_midi` therefore
 writes a pitch that sounds on consecutive steps as one note.
@@ -147,6 +150,13 @@ class JSBDataModule(TokenStoreDataModule):
             "longest_chorale_timesteps": max(len(c) for items in chorales.values() for c in items),
         }
         return splits, extra
+
+    def long_test_sequences(self, length: int) -> list[np.ndarray]:
+        """The test chorales longer than the training context, each cut to its first `length` tokens (a multiple of
+        4, so a whole timestep): one window per chorale, padded when it is shorter than `length`."""
+        test = self.split("test")
+        chorales = (np.asarray(test.example(i)) for i in range(len(test)))
+        return [chorale[:length] for chorale in chorales if len(chorale) > self.context]
 
     def render_example(self, split: str, index: int, max_tokens: int) -> str:
         """One line per timestep with the note of each voice, e.g. `t=0    S:E5 A:C5 T:G4 B:C3`."""

@@ -20,6 +20,7 @@ from domains.jsb import (
     RAW_NAME,
     RAW_SHA256,
     STEP_SECONDS,
+    PAD_ID,
     JSBDataModule,
     JSBFormatError,
     read_chorales,
@@ -165,6 +166,25 @@ def test_every_test_chorale_is_one_example_scored_whole(prepared, context):
     if context == 2048:  # test[30] (640 steps) and test[40] (580 steps) are longer than the paper's context
         assert [i for i, n in enumerate(lengths) if n > 2048] == [30, 40]
         assert [int((windows.example == i).sum()) for i in (30, 40)] == [2, 2]
+
+
+@pytest.mark.parametrize("context", [1024, 2048])
+def test_extrapolation_split_scores_each_chorale_longer_than_the_context_from_its_start(prepared, context):
+    """test_2x: the test chorales longer than L, each one window of up to 2L tokens (25 chorales at the cpu
+    preset's L = 1024, counted from the npz by a plain loop; at the paper's 2048 only test[30] and test[40])."""
+    dm = jsb(context=context, extrapolation=[2])
+    assert dm.eval_split_names == ("test", "test_2x")
+    chorales = [plain_tokens(steps) for steps in npz_chorales()["test"]]
+    longer = [c for c in chorales if len(c) > context]
+    assert len(longer) == {1024: 25, 2048: 2}[context]
+    windows = dm.eval_windows("test_2x")
+    assert windows.n_examples == len(longer) and windows.window_length == 2 * context
+    assert windows.example.tolist() == list(range(len(longer))) and (windows.start == 0).all()
+    for tokens, scored, chorale in zip(windows.tokens, windows.scored, longer, strict=True):
+        kept = chorale[: 2 * context]
+        assert tokens[: len(kept)].tolist() == kept and (tokens[len(kept) :] == PAD_ID).all()
+        assert scored.sum() == len(kept) - 1 and not scored[0] and not scored[len(kept) :].any()
+    assert sum(len(c) > 2 * context for c in longer) == {1024: 2, 2048: 0}[context]
 
 
 def test_paper_preset_is_appendix_c1(prepared):
