@@ -17,10 +17,10 @@ from omegaconf import OmegaConf
 
 from domains.fetch import FetchError
 from domains.jsb import (
+    PAD_ID,
     RAW_NAME,
     RAW_SHA256,
     STEP_SECONDS,
-    PAD_ID,
     JSBDataModule,
     JSBFormatError,
     read_chorales,
