@@ -11,16 +11,26 @@ TORCH_SPEC ?= torch==2.13.0
 ENV_STAMP := $(VENV)/.posbench-installed
 
 # Sweep settings: make train DOMAIN=jsb ROSTER=paper SEEDS="0 1 2" PRESET=tiny LAUNCHER=local ARGS="trainer.max_steps=100"
+# (ENCODINGS="myrope rope10k" instead of a roster)
 DOMAIN ?= synthetic
 ROSTER ?= paper
+ENCODINGS ?=
 SEEDS ?= 0 1 2
 PRESET ?= tiny
 LAUNCHER ?= local
 ARGS ?=
-# Report settings: make compare DOMAINS="jsb maestro" REF=darope STRICT=1 (STRICT: fail when anything is missing)
+# Report settings: make compare DOMAINS="jsb maestro" REF=darope STRICT=1 WITH=docs/results/jsb-cpu
+# (REF: the reference, default darope where it ran, else the best; STRICT: fail when anything is missing)
 DOMAINS ?= all-present
-REF ?= darope
+REF ?=
 STRICT ?=
+WITH ?=
+# make settle DOMAIN=jsb MAX_SEEDS=10 PLAN=1; make publish DOMAINS=jsb STUDY=docs/results/jsb-cpu;
+# make reproduce STUDY=docs/results/jsb-cpu RUNS="rope10k/0 darope/2"
+MAX_SEEDS ?= 10
+PLAN ?=
+STUDY ?=
+RUNS ?=
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_%-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -43,11 +53,21 @@ test-fast: $(ENV_STAMP) ## The tests that neither train a model nor start a proc
 	$(PY) -m pytest -q -m "not slow" tests
 
 train: $(ENV_STAMP) ## Train a domain's roster x seeds (DOMAIN=.. or all, ROSTER, SEEDS, PRESET, LAUNCHER=local|slurm)
-	$(PY) -m pipelines.sweep --domain $(DOMAIN) --roster $(ROSTER) --seeds $(SEEDS) --preset $(PRESET) \
-		--launcher $(LAUNCHER) $(ARGS)
+	$(PY) -m pipelines.sweep --domain $(DOMAIN) $(if $(ENCODINGS),--encodings $(ENCODINGS),--roster $(ROSTER)) \
+		--seeds $(SEEDS) --preset $(PRESET) --launcher $(LAUNCHER) $(ARGS)
 
-compare: $(ENV_STAMP) ## Compare the runs: results/summary.md (+ csv, json, figures) and results/<domain>/
-	$(PY) -m pipelines.compare --domains $(DOMAINS) --runs runs --out results --ref $(REF) $(if $(filter 1,$(STRICT)),--strict)
+compare: $(ENV_STAMP) ## Compare the runs: results/summary.md (+ csv, json, figures) and results/<domain>/ (WITH=docs/results/<study>)
+	$(PY) -m pipelines.compare --domains $(DOMAINS) --runs runs --out results $(if $(REF),--ref $(REF)) \
+		$(if $(filter 1,$(STRICT)),--strict) $(if $(WITH),--with $(WITH))
+
+settle: $(ENV_STAMP) ## Train the seeds a domain's verdicts need, group-sequentially (DOMAIN, MAX_SEEDS, PLAN=1: print only)
+	$(PY) -m pipelines.settle --domain $(DOMAIN) --max-seeds $(MAX_SEEDS) $(if $(filter 1,$(PLAN)),--plan) $(ARGS)
+
+publish: $(ENV_STAMP) ## Write the runs' evidence into a study folder others can join (DOMAINS=jsb STUDY=docs/results/...)
+	$(PY) -m pipelines.publish --runs runs --domains $(DOMAINS) --out $(STUDY)
+
+reproduce: $(ENV_STAMP) ## Re-train published runs and compare them with the study (STUDY=docs/results/... RUNS="rope10k/0")
+	$(PY) -m pipelines.reproduce --study $(STUDY) --runs $(RUNS)
 
 throughput: $(ENV_STAMP) ## Tokens/s, memory, FLOP use of every encoding: results/throughput.{csv,png} (PRESET, ARGS)
 	$(PY) -m pipelines.throughput --preset $(PRESET) $(ARGS)
@@ -72,4 +92,4 @@ format: $(ENV_STAMP) ## Apply ruff's fixes and formatting
 clean: ## Remove runs and results (keeps data and the environment)
 	rm -rf runs results
 
-.PHONY: help env test test-fast train compare throughput gpu-check demo lint format clean
+.PHONY: help env test test-fast train compare settle publish reproduce throughput gpu-check demo lint format clean

@@ -192,6 +192,9 @@ class Metric:
     unit: str  # "nats"
     higher_is_better: bool
     digits: int  # decimals the tables show
+    # Half width of the region of practical equivalence (SPEC 3): two encodings whose difference is known to lie
+    # within +-equivalence are `equivalent`. NLL domains: 0.005 nats per token.
+    equivalence: float = 0.005
 
 
 class SequenceDataModule(L.LightningDataModule, ABC):
@@ -275,9 +278,22 @@ class SequenceDataModule(L.LightningDataModule, ABC):
 
     def train_dataloader(self) -> Iterable[dict[str, torch.Tensor]]:
         """The stream through torchdata.nodes (domains.loading): `num_workers` workers of `worker_method` build the
-        batches in step order; pinned for the copy when training on CUDA."""
+        batches in step order; pinned for the copy when training on CUDA. Its workers end at close_train_loader()."""
         on_cuda = self.trainer is not None and self.trainer.strategy.root_device.type == "cuda"
-        return train_loader(self.train_stream(), self.num_workers, self.worker_method, "cuda" if on_cuda else None)
+        self.close_train_loader()
+        loader = train_loader(self.train_stream(), self.num_workers, self.worker_method, "cuda" if on_cuda else None)
+        self._train_loader = loader
+        return loader
+
+    def close_train_loader(self) -> None:
+        """End the training loader's worker threads and processes (idempotent): at the end of fit, however it ends."""
+        loader, self._train_loader = getattr(self, "_train_loader", None), None
+        if loader is not None:
+            loader.close()
+
+    def teardown(self, stage: str) -> None:
+        if stage == "fit":
+            self.close_train_loader()
 
     def eval_dataloader(self, split: str) -> DataLoader:
         return DataLoader(self.eval_windows(split), batch_size=self.eval_batch_size, shuffle=False)

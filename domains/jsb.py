@@ -33,7 +33,7 @@ from domains.atomic import atomic_path
 from domains.stored import RawFile, TokenStoreDataModule
 
 RAW_NAME = "Jsb16thSeparated.npz"
-# The commit of czhuang/JSB-Chorales-dataset that last changed the file (../shared/data/PROVENANCE.md).
+# The commit of czhuang/JSB-Chorales-dataset that last changed the file (tests/data/PROVENANCE.md).
 RAW_COMMIT = "fee571938ea47b471260666fff853d84ac664ed8"
 RAW_URL = f"https://github.com/czhuang/JSB-Chorales-dataset/raw/{RAW_COMMIT}/{RAW_NAME}"
 RAW_SHA256 = "2adcdf0d57880c3763f104555072285fe7f9e3d6049fcc4b9830557b8d4a7820"

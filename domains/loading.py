@@ -14,6 +14,15 @@ Batch s is `TrainStream.batch(s)`, a pure function of (seed, step, rank): the lo
 stream's own iterator does, byte for byte, for any number and kind of workers, and a resumed run restarts the
 indices at its restored step (no loader state to checkpoint; see domains.base on why none is wanted).
 
+Every iter() of the loader starts at the stream's start step: the node graph is built afresh, when its first batch
+is asked for. (Lightning calls iter() once on a loader that is not a torch DataLoader, only to check that it can, and
+then again to train; a graph shared by the two would have its workers pull step indices for the first iterator and
+train from a later step.) A new iter(), close(), or the end or loss of an iterator shuts its graph down: threads
+stopped, worker processes ended. Forked worker processes reset the SIGTERM handler they inherit (Lightning's only
+logs, so such a worker could never be stopped and the training's exit would wait on it for ever), ignore SIGINT
+(Ctrl-C is the training's to handle) and die with the thread that started them, even by kill -9 (Linux: a
+parent-death signal).
+
 Threads suit draws that spend their time in numpy (which releases the GIL); processes suit Python-heavy batch
 building (HRG's tokenising). Processes start by fork where the platform has it, so the domain's open data is not
 pickled; batches come back through a queue as plain arrays (tensors would travel as shared-memory handles, which a
@@ -22,9 +31,14 @@ loader dropped at the end of training can leave half received).
 
 from __future__ import annotations
 
+import ctypes
 import itertools
-from collections.abc import Iterator
-from typing import Literal, Protocol
+import multiprocessing.process
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import torch
@@ -47,13 +61,97 @@ class TrainBatches:
     """The loader as a plain iterable. nodes.Loader has state_dict/load_state_dict, so Lightning would save its
     position in the checkpoint and restore it on resume; that position is one batch ahead of the model (Lightning
     has fetched the next batch when it checkpoints), so the resumed run would skip a batch. The stream's start
-    step already puts a resumed run at the right batch: nothing of the loader is to be saved."""
+    step already puts a resumed run at the right batch: nothing of the loader is to be saved.
 
-    def __init__(self, loader: nodes.Loader) -> None:
-        self._loader = loader
+    Each iter() builds the graph anew from `build` when its first batch is asked for, so every iterator starts at the
+    stream's start step; one iterator runs at a time (a new iter() shuts the previous one down), and close() shuts
+    the running one down."""
+
+    def __init__(self, build: Callable[[], nodes.Loader]) -> None:
+        self._build = build
+        self._running: Iterator[dict[str, torch.Tensor]] | None = None
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        return iter(self._loader)
+        self.close()
+        self._running = self._batches()
+        return self._running
+
+    def _batches(self) -> Iterator[dict[str, torch.Tensor]]:
+        loader = self._build()
+        global _starting_workers
+        _starting_workers += 1  # the workers are forked inside iter(): see _in_forked_worker
+        try:
+            batches = iter(loader)
+        finally:
+            _starting_workers -= 1
+        try:
+            yield from batches
+        finally:  # closed, or dropped: the workers end with the iterator
+            shut_down(loader.root)
+
+    def close(self) -> None:
+        """Shut the running iterator's workers down (at the end of training; idempotent)."""
+        running, self._running = self._running, None
+        if running is not None:
+            running.close()
+
+
+_starting_workers = 0  # > 0 while a loader's iter() forks its worker processes
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _in_forked_worker(parent: int) -> None:
+    """Run in every child forked while a loader starts its workers (os.register_at_fork, below)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the training died before the signal was armed
+            os._exit(1)
+
+
+def _after_fork_in_child() -> None:
+    if _starting_workers:
+        _in_forked_worker(_forking_parent)
+
+
+def _before_fork() -> None:
+    global _forking_parent
+    _forking_parent = os.getpid()
+
+
+_forking_parent = os.getpid()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
+
+
+def shut_down(root: nodes.BaseNode, patience_s: float = 5.0) -> None:
+    """Stop the threads and worker processes of the node graph under `root`, consumers first. torchdata.nodes has no
+    public shutdown: each running node's iterator (`_it`) has `_shutdown` (stop its threads, join them briefly), and
+    a parallel mapper's iterator lists its `_workers`. A worker process still alive after that (its last batch
+    stuck in a queue no one reads any more) is terminated."""
+    todo: list[Any] = [root]
+    seen: set[int] = set()
+    processes: list[multiprocessing.process.BaseProcess] = []
+    while todo:
+        node = todo.pop(0)
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        stop = getattr(node, "_shutdown", None)
+        if callable(stop):
+            stop()
+        workers = getattr(node, "_workers", ())
+        processes += [w for w in workers if isinstance(w, multiprocessing.process.BaseProcess)]
+        todo += [getattr(node, name, None) for name in ("_it", "source")]
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=patience_s)
+        if process.is_alive():
+            process.kill()
+            process.join()
 
 
 def as_tensors(arrays: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
@@ -67,13 +165,17 @@ def train_loader(
     for `pin_memory_device` ("cuda") when given."""
     if method not in WORKER_METHODS:
         raise ValueError(f"worker method must be one of {', '.join(WORKER_METHODS)}, got {method!r}")
-    steps = nodes.IterableWrapper(itertools.count(stream.start_step))
-    if num_workers == 0:
-        arrays: nodes.BaseNode = nodes.Mapper(steps, stream.arrays)
-    else:
-        arrays = nodes.ParallelMapper(steps, stream.arrays, num_workers=num_workers, in_order=True, method=method)
-        arrays = nodes.Prefetcher(arrays, prefetch_factor=PREFETCH * num_workers)
-    batches = nodes.Mapper(arrays, as_tensors)
-    if pin_memory_device:
-        batches = nodes.PinMemory(batches, pin_memory_device=pin_memory_device)
-    return TrainBatches(nodes.Loader(batches))
+
+    def build() -> nodes.Loader:
+        steps = nodes.IterableWrapper(itertools.count(stream.start_step))
+        if num_workers == 0:
+            arrays: nodes.BaseNode = nodes.Mapper(steps, stream.arrays)
+        else:
+            arrays = nodes.ParallelMapper(steps, stream.arrays, num_workers=num_workers, in_order=True, method=method)
+            arrays = nodes.Prefetcher(arrays, prefetch_factor=PREFETCH * num_workers)
+        batches = nodes.Mapper(arrays, as_tensors)
+        if pin_memory_device:
+            batches = nodes.PinMemory(batches, pin_memory_device=pin_memory_device)
+        return nodes.Loader(batches)
+
+    return TrainBatches(build)

@@ -44,6 +44,17 @@ class GPTConfig:
             raise ValueError(f"model config: dropout={self.dropout} (must be in [0, 1))")
         if self.d_model % self.n_head:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_head={self.n_head}")
+        self.check_encoding()
+
+    def check_encoding(self) -> None:
+        """Build the encoding once and drop it, so that its options (types, ranges, and what depends on the model's
+        sizes) are refused by name with the config, before a run writes anything; on the CPU, with the random
+        stream put back as it was (building draws initial weights)."""
+        with torch.random.fork_rng(devices=[]), torch.device("cpu"):
+            build_encoding(
+                self.pe, dict(self.pe_options), n_layer=self.n_layer, n_head=self.n_head, d_model=self.d_model,
+                context=self.context,
+            )  # fmt: skip
 
 
 def make_norm(cfg: GPTConfig) -> nn.Module:

@@ -110,7 +110,8 @@ class DecoderLM(L.LightningModule):
         self.optim_cfg = OptimConfig(**optim)
         self.model = GPT(self.model_cfg)
         # Compiling the function rather than wrapping the module keeps the checkpoint's keys those of the eager model
-        # (a compiled run resumes eagerly and back); validation and the final evaluation stay eager.
+        # (its files load anywhere; a resume with another trainer.compile is refused, as it rounds otherwise:
+        # pipelines.experiment.training); validation and the final evaluation stay eager.
         self._train_nll = torch.compile(token_nll) if compile else token_nll
         self._micro_step, self._micro = -1, 0  # the optimiser step the micro-batches are counted in, and which one
         self._step_totals: torch.Tensor | None = None  # accumulation: the step's global (NLL sum, count) so far

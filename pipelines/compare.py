@@ -1,27 +1,33 @@
 """Compare the runs of each domain and write the cross-domain study (SPEC section 3); `make compare`.
 
     python -m pipelines.compare [--domains all-present | DOMAIN ...] [--runs runs] [--out results] [--ref darope]
+                                [--with docs/results/<study> ...] [--strict]
 
 Writes OUT/<domain>/ (each domain's summary.md, summary.csv and figures) and the study: OUT/summary.md (also
 .csv and .json), figure3.png, nll_by_position.png, cd_*.png, extrapolation.csv (pipelines.report.study). The
 numbers come from pipelines.analysis: each domain compares only the seeds every encoding finished, missing and
 failed runs are always listed, and runs of a domain that differ in data, token budget, model or preset are
 refused, naming them, as are damaged or non-finite metrics files. Nothing is written unless the whole report
-succeeds. With --strict, anything missing (a run, a seed, a domain without a finished run) is an error instead.
+succeeds. With --strict, anything missing (a run, a seed, a domain without a finished run), or domains trained at
+different presets, is an error instead. --with joins a published study's runs to the local ones without retraining
+them (pipelines.runs.published): a local run that differs in what the study holds fixed is refused by name, and a
+local copy of a published run must agree with it within the study's tolerance.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 from pipelines.analysis.evidence import EvidenceError
 from pipelines.analysis.results import DEFAULT_REF
-from pipelines.analysis.study import analyse_study
+from pipelines.analysis.study import Study, analyse_study
 from pipelines.experiment.config import domain_names
 from pipelines.report.study import write_study_report
 from pipelines.runs.metrics import RunFileError
+from pipelines.runs.published import StudyError, join, read_study
 
 ALL_PRESENT = "all-present"
 
@@ -45,6 +51,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("results"), help="writes OUT/summary.* and OUT/<domain>/")
     parser.add_argument("--ref", default=None, help=f"reference of the paired tests (default {DEFAULT_REF})")
     parser.add_argument(
+        "--with",
+        dest="with_studies",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="STUDY",
+        help="published studies (docs/results/<name>) whose runs join the local ones as if they were run folders",
+    )
+    parser.add_argument(
         "--strict", action="store_true", help="exit non-zero, writing nothing, when any run, seed or domain is missing"
     )
     args = parser.parse_args(argv)
@@ -52,18 +67,48 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{ALL_PRESENT} cannot be combined with domain names")
     chosen = None if args.domains == [ALL_PRESENT] else list(dict.fromkeys(args.domains))
     try:
-        study = analyse_study(args.runs, chosen, args.ref)
-        if args.strict and study.missing:
-            listed = "".join(f"\n  {line}" for line in study.missing)
-            parser.exit(1, f"error: --strict: the evidence is incomplete, nothing written:{listed}\n")
-        summary = write_study_report(study, args.out)
-    except (FileNotFoundError, EvidenceError, RunFileError) as error:
+        with tempfile.TemporaryDirectory(prefix="posbench-joined-") as scratch:
+            runs_root, notes = joined_runs(args.runs, args.with_studies, Path(scratch))
+            study = analyse_study(runs_root, chosen, args.ref)
+            if args.with_studies:
+                study.runs_root = Path(f"{args.runs} + {' + '.join(map(str, args.with_studies))}")
+                for note in notes:
+                    print(note)
+            _report(study, args, parser)
+    except (FileNotFoundError, EvidenceError, RunFileError, StudyError) as error:
         parser.exit(1, f"error: {error}\n")
+    return 0
+
+
+def joined_runs(local: Path, studies: list[Path], scratch: Path) -> tuple[Path, list[str]]:
+    """The runs root to analyse: `local` itself, or with published studies a scratch folder holding the published
+    runs as run folders and links to the local ones (pipelines.runs.published.join)."""
+    if not studies:
+        return local, []
+    notes = []
+    for folder in studies:
+        notes += join(read_study(folder), local, scratch, domain_names())
+    return scratch, notes
+
+
+def _report(study: Study, args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Refuse what --strict refuses, else write the study and print its summary and figures."""
+    if args.strict and study.missing:
+        listed = "".join(f"\n  {line}" for line in study.missing)
+        parser.exit(1, f"error: --strict: the evidence is incomplete, nothing written:{listed}\n")
+    presets = {result.domain: result.preset for result in study.results}
+    if args.strict and len(set(presets.values())) > 1:
+        listed = ", ".join(f"{domain} at `{preset}`" for domain, preset in presets.items())
+        parser.exit(
+            1,
+            f"error: --strict: the domains were trained at different presets ({listed}); nothing written: a mean "
+            "rank across them mixes scales\n",
+        )
+    summary = write_study_report(study, args.out)
     print(summary.read_text())
     print("figures:")
     for path in sorted(args.out.glob("*.png")) + sorted(args.out.glob("*/*.png")):
         print(f"  {path}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,12 +1,13 @@
 """Data preparation throughput of the stored domains: pieces/s (JSB, MAESTRO), bases/s (HRG), samples/s (Sleep-EDF).
 
-    python -m pipelines.prep_throughput --domains jsb maestro --source ../shared/data [--repeats 3] [--csv out.csv]
+    python -m pipelines.prep_throughput --domains jsb maestro --source tests/data/mirror [--repeats 3] [--csv out.csv]
 
 The source is a mirror folder laid out as `$POSBENCH_MIRROR/<domain>/...` (default: $POSBENCH_MIRROR); nothing
 is ever downloaded. Prints the rows as a table, then why each skipped domain was skipped.
 
-Where to find inputs: ../shared/data is a mirror for jsb, maestro and hrg (chrM); generated mirrors come from
-`python -m tests.hrg_fixtures OUT` and `python -m tests.sleep_edf_fixtures OUT`.
+Where to find inputs: tests/data/mirror is a mirror for jsb, maestro, hrg (chrM) and sleep_edf (one all-wake
+night, too few subjects to split: skipped); generated mirrors come from `python -m tests.hrg_fixtures OUT` and
+`python -m tests.sleep_edf_fixtures OUT`.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ import numpy as np
 
 from domains.stored import StoredDataModule
 from domains.synthetic.registry import TASKS, get_task, sample_example
+from pipelines.arguments import whole_number
 from pipelines.experiment.config import config_options, datamodule_class, stored_datamodule
 
 
@@ -60,12 +61,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--domain", default="synthetic", choices=config_options("domain"))
     parser.add_argument("--task", help="synthetic task name (see --list)")
-    parser.add_argument("--n", type=int, default=5, help="number of examples")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-len", type=int, default=256, help="longest example in bytes (prompt + answer)")
+    parser.add_argument("--n", type=whole_number(1), default=5, help="number of examples")
+    parser.add_argument("--seed", type=whole_number(0), default=0)
+    parser.add_argument(
+        "--max-len", type=whole_number(1), default=256, help="longest example in bytes (prompt + answer)"
+    )
     parser.add_argument("--list", action="store_true", help="list the tasks with group, answer kind and chance")
     parser.add_argument("--split", default="test", help="stored domains: train, val or test")
-    parser.add_argument("--max-tokens", type=int, default=64, help="stored domains: tokens shown per example")
+    parser.add_argument(
+        "--max-tokens", type=whole_number(1), default=64, help="stored domains: tokens shown per example"
+    )
     parser.add_argument("--plot", type=Path, metavar="DIR", help="signal domains (sleep_edf): also write PNGs to DIR")
     parser.add_argument("overrides", nargs="*", help="stored domains: Hydra overrides of the domain config")
     args = parser.parse_args(argv)

@@ -8,10 +8,13 @@ Every run is `pipelines.train` with the overrides of its (domain, task, encoding
 function of those and nothing else: a finished run (done.json) is skipped, an interrupted one resumes from its
 last checkpoint, and a rerun of the same sweep completes only what is missing.
 
-launcher=local: each run in its own process (a crash or an out-of-memory stays inside its run), `--jobs` at a
-time (default: one per GPU, each seeing only its GPU through CUDA_VISIBLE_DEVICES; on a CPU one per core, each
-with cores / jobs threads). A live table shows queued, running, done and failed runs with their step and tokens/s;
-a failed run does not stop the sweep and is listed at the end with its error (exit status 1).
+A seed, encoding or task listed twice is trained once (with a warning). launcher=local: each run in its own process
+(a crash or an out-of-memory stays inside its run), `--jobs` at a time (default: one per GPU, each seeing only its
+GPU through CUDA_VISIBLE_DEVICES; on a CPU one per core, each with cores / jobs threads), its output in
+<run>/train.<time>.<sweep pid>.out (each training process its own). A live table shows queued, running, done and
+failed runs with their step and tokens/s; a failed run does not stop the sweep and is listed at the end with its
+error (exit status 1). A run another process is training (another sweep: its run lock) is listed as running
+elsewhere, not failed.
 
 launcher=slurm: the same runs as one SLURM job array per domain through Hydra's submitit launcher
 (configs/hydra/launcher/slurm.yaml: partition, GPUs, time, array parallelism, requeue on preemption).
@@ -26,9 +29,19 @@ import time
 from pathlib import Path
 
 from pipelines.experiment.config import config_options, domain_names, roster
-from pipelines.launch.jobs import Job, plan
+from pipelines.launch.jobs import ELSEWHERE, Job, plan
 from pipelines.launch.local import run_local, visible_gpus
 from pipelines.launch.slurm import run_slurm
+
+
+def once(values: list, option: str) -> list:
+    """`values` without repeats, in their order; each repeat warned about by name (a run is trained once)."""
+    unique = list(dict.fromkeys(values))
+    for value in unique:
+        if values.count(value) > 1:
+            times = "twice" if values.count(value) == 2 else f"{values.count(value)} times"
+            print(f"warning: {option} lists {value} {times}: each run is trained once", file=sys.stderr)
+    return unique
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,9 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown domain {unknown[0]!r}; valid: {', '.join(domain_names())}, all")
 
+    args.seeds = once(args.seeds, "--seeds")
+    args.encodings = once(args.encodings, "--encodings") if args.encodings else None
+    args.tasks = once(args.tasks, "--tasks") if args.tasks else None
     launcher_overrides = [o for o in args.overrides if o.startswith("hydra.launcher.")]
     run_overrides = [o for o in args.overrides if not o.startswith("hydra.launcher.")]
     failed: list[Job] = []
+    elsewhere: list[Job] = []
     began = time.time()
     for domain in domains:
         encodings = args.encodings or roster(args.roster)
@@ -68,7 +85,10 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             continue
         failed += run_local(jobs, workers=args.jobs or len(visible_gpus()) or os.cpu_count() or 1)
+        elsewhere += [job for job in jobs if job.status == ELSEWHERE]
     print(f"sweep wall time: {time.time() - began:.0f} s")
+    for job in elsewhere:
+        print(f"running elsewhere, not trained by this sweep: {job.label}: {job.error}", file=sys.stderr)
     for job in failed:
         print(f"failed run: {job.label}: {job.error}", file=sys.stderr)
     return 1 if failed else 0

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.hrg_fixtures import MIRROR_LENGTHS, SMALL_LENGTHS, split_overrides, write_mirror
-from tests.maestro_fixtures import SHARED
+from tests.sample_fixtures import SAMPLES
 from tests.sleep_edf_fixtures import write_small_mirror
 
 
@@ -20,12 +20,12 @@ def no_data(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def jsb_sample(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    monkeypatch.setenv("POSBENCH_MIRROR", str(SHARED))
+    monkeypatch.setenv("POSBENCH_MIRROR", str(SAMPLES))
     return []
 
 
 def maestro_sample(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    monkeypatch.setenv("POSBENCH_MIRROR", str(SHARED))
+    monkeypatch.setenv("POSBENCH_MIRROR", str(SAMPLES))
     return ["domain.args.tokenize_workers=1"]
 
 

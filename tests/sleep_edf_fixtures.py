@@ -1,6 +1,6 @@
 """Generated Sleep Cassette recordings (EDF PSG + EDF+ hypnogram per night) for the Sleep-EDF tests and demos.
 
-The files copy the real ones' layout (../shared/data/PROVENANCE.md): PSG in plain EDF with 30-s data records and
+The files copy the real ones' layout (tests/data/PROVENANCE.md): PSG in plain EDF with 30-s data records and
 the seven real signals (EEG Fpz-Cz, EEG Pz-Oz and EOG at 100 Hz; respiration, EMG, temperature and the event marker
 at 1 Hz), hypnogram in EDF+C holding only stage annotations that start with the PSG, names SC4ssNE0-PSG.edf and
 SC4ssNEC-Hypnogram.edf. The EEG is AR(1) noise whose amplitude follows the stage, with a per-night gain and offset.
@@ -27,10 +27,11 @@ from scipy.signal import lfilter
 
 from domains.sleep_edf.recordings import CHANNEL, SFREQ
 from domains.sleep_edf.split import read_age_table
+from tests.sample_fixtures import SAMPLES
 
 RECORD_S = 30  # PSG data record, as in the real files
 START = datetime.datetime(1989, 4, 24, 22, 13, 0)
-REAL_SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "sleep_edf"
+REAL_SAMPLE = SAMPLES / "sleep_edf"
 # Standard deviation of the generated EEG per stage code, microvolts
 STAGE_UV = {"W": 12.0, "1": 15.0, "2": 22.0, "3": 34.0, "4": 40.0, "R": 14.0, "?": 12.0, "M": 30.0}
 LABELS = {

@@ -3,6 +3,9 @@ the per-domain reports, missing and failed runs, the refusal of incomparable run
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import numpy as np
 import pytest
 from scipy import stats as sps
@@ -59,19 +62,29 @@ def test_compare_lm_domain_end_to_end(tmp_path):
         assert (row["seeds"], row["examples"]) == ("2", "6")
     assert (rows["rope10k"]["rank"], rows["nope"]["rank"]) == ("1.0", "2.0")
 
+    # paper 000 C.2's column: the per-example paired t-test of the seed-averaged examples
     test = sps.ttest_rel(avg["nope"], avg["rope10k"])
     nope = rows["nope"]
-    assert float(nope["mean_diff"]) == pytest.approx(np.mean(avg["nope"] - avg["rope10k"]))
-    assert float(nope["p"]) == pytest.approx(test.pvalue, rel=1e-9)
-    assert float(nope["p_holm"]) == pytest.approx(test.pvalue, rel=1e-9)  # one baseline: Holm = raw
-    assert nope["significant"] == "True" and rows["rope10k"]["p"] == ""
+    assert float(nope["paper_mean_diff"]) == pytest.approx(np.mean(avg["nope"] - avg["rope10k"]))
+    assert float(nope["paper_p"]) == pytest.approx(test.pvalue, rel=1e-9)
+    assert float(nope["paper_p_holm"]) == pytest.approx(test.pvalue, rel=1e-9)  # one baseline: Holm = raw
+    assert rows["rope10k"]["paper_p"] == "" and rows["rope10k"]["verdict"] == ""
+    # the verdict: paired t-test on the two per-seed mean differences (scipy), and the crossed bootstrap interval
+    per_seed = {pe: [np.mean(list(values[pe][s].values())) for s in (0, 1)] for pe in values}
+    seed_test = sps.ttest_rel(per_seed["nope"], per_seed["rope10k"])
+    assert float(nope["seed_p"]) == pytest.approx(seed_test.pvalue, rel=1e-9)
+    assert float(nope["delta"]) == pytest.approx(np.mean(per_seed["nope"]) - np.mean(per_seed["rope10k"]))
+    assert float(nope["delta_lo"]) <= float(nope["delta"]) <= float(nope["delta_hi"])
+    assert float(nope["p_better"]) == 0.0  # nope loses on both seeds
 
     markdown = summary.read_text()
     assert f"**{avg['rope10k'].mean():.4f}**" in markdown
     assert f"**{avg['nope'].mean():.4f}**" not in markdown
     nope_line = next(line for line in markdown.splitlines() if "`nope`" in line)
-    assert " *" in nope_line and f"{test.pvalue:.3g}" in nope_line
-    assert "Δ vs rope10k" in markdown
+    assert f"{test.pvalue:.3g}" in nope_line and f"{seed_test.pvalue:.3g}" in nope_line
+    # two seeds: the seed-level test cannot separate them at 0.05 though the per-example one does
+    assert (seed_test.pvalue > 0.05) == (nope["verdict"] == "inconclusive")
+    assert "Δ vs rope10k" in markdown and "conditional on the trained models" in markdown
     assert section(markdown, "Missing runs").strip() == "None."
     for name in ("nll.png", "nll_by_position.png", "cd_examples.png"):
         assert_png(out / name)
@@ -79,6 +92,7 @@ def test_compare_lm_domain_end_to_end(tmp_path):
         "cd_examples.png",
         "nll.png",
         "nll_by_position.png",
+        "pairs.csv",
         "summary.csv",
         "summary.md",
     ]  # no temporary files left behind
@@ -90,10 +104,15 @@ def test_compare_synthetic_end_to_end(tmp_path):
     summary = compare(tmp_path / "runs", "synthetic", out)
 
     rows = {(r["task"], r["encoding"], r["split"]): r for r in read_csv(out / "summary.csv")}
-    assert len(rows) == 2 * 2 * 3
+    assert len(rows) == 2 * 2 * 3 + 2  # and one `all` row per encoding: its domain score and verdict
+    # reverse_string rope10k seed 1 is unfinished: rope10k is scored over seed 0 (finished on every task),
+    # ape_learned over seeds 0 and 1
+    seeds = {"rope10k": [0], "ape_learned": [0, 1]}
     for (task, pe, split), row in rows.items():
+        if task == "all":
+            continue
         index = ("test", "test_2x", "test_8x").index(split)
-        finished = [0]  # reverse_string rope10k seed 1 is unfinished: seed 1 is left out for every encoding
+        finished = seeds[pe]
         accs = [ACCURACY[task, pe, s][index] for s in finished]
         if None in accs:
             assert (row["status"], row["accuracy"], row["seeds"]) == ("n/a", "", "0")
@@ -104,15 +123,20 @@ def test_compare_synthetic_end_to_end(tmp_path):
         assert float(row["chance_normalised"]) == pytest.approx((acc - CHANCE[task]) / (1 - CHANCE[task]))
         assert float(row["nll"]) == pytest.approx(1.0 - acc)
     assert float(rows["reverse_string", "rope10k", "test"]["accuracy"]) == pytest.approx(0.95)
+    # the domain score: mean over the tasks of the chance-normalised accuracy, over each encoding's seeds
+    norm = {t: lambda a, t=t: (a - CHANCE[t]) / (1 - CHANCE[t]) for t in CHANCE}
+    ape = np.mean([np.mean([norm[t](ACCURACY[t, "ape_learned", s][0]) for t in CHANCE]) for s in (0, 1)])
+    assert float(rows["all", "ape_learned", "test"]["chance_normalised"]) == pytest.approx(ape)
+    assert rows["all", "ape_learned", "test"]["verdict"] in ("worse", "inconclusive")  # against rope10k, the best
 
     markdown = summary.read_text()
-    assert "only seed 0 of 0, 1 are compared; seed 1 was not finished by every encoding" in markdown
-    assert "N = 2 tasks (2 encodings scored on all of them); seed 0 of 0, 1;" in markdown
+    assert "seed 1 was not finished by every encoding" in markdown
+    assert "N = 2 tasks (2 encodings scored on all of them); 1-2 seeds per encoding" in markdown
     test = section(markdown, "test")
-    # seed 0 only. parity: ape_learned 0.7 -> (0.7 - 0.5) / 0.5 = 0.4, rope10k 0.9 -> 0.8, best of its task
-    assert "| parity | 0.5 | 0.700 (0.400) | **0.900 (0.800)** |" in test
-    # reverse_string: ape_learned 0.5 -> (0.5 - 0.1) / 0.9 = 0.444, rope10k 0.95 -> 0.944
-    assert "| reverse_string | 0.1 | 0.500 (0.444) | **0.950 (0.944)** |" in test
+    # parity: ape_learned (0.7 + 0.6) / 2 = 0.65 -> (0.65 - 0.5) / 0.5 = 0.3, rope10k 0.9 -> 0.8, best of its task
+    assert "| parity | 0.5 | 0.650 (0.300) | **0.900 (0.800)** |" in test
+    # reverse_string: ape_learned 0.55 -> (0.55 - 0.1) / 0.9 = 0.5, rope10k 0.95 -> 0.944
+    assert "| reverse_string | 0.1 | 0.550 (0.500) | **0.950 (0.944)** |" in test
     # ranks: rope10k first on both tasks
     assert "| mean rank |  | 2.00 ± 0.00 | **1.00 ± 0.00** |" in test
     # test_2x: parity rope10k first (0.7 > 0.5), reverse_string ape_learned first (0.3 > 0.2):
@@ -239,3 +263,60 @@ def test_a_per_example_domain_gets_a_friedman_test_and_cd_diagram_over_its_test_
     )
     assert f"Nemenyi critical difference of mean ranks at alpha 0.05: {cd:.3f}" in markdown
     assert_png(out / "cd_examples.png")
+
+
+@pytest.mark.parametrize(
+    ("change", "aspect", "darope_value", "nope_value"),
+    [
+        ({"lr": 0.001}, "trainer and optimiser settings", "optim.lr=0.002", "optim.lr=0.001"),
+        ({"eval_stride": 8}, "domain settings", "args.eval_stride=None", "args.eval_stride=8"),
+    ],
+)
+def test_runs_trained_or_scored_with_other_settings_are_refused_naming_them(
+    tmp_path, change, aspect, darope_value, nope_value
+):
+    """An edited default (the optimiser's lr) or another evaluation stride changes the numbers: refused like the
+    data or the model; where the runs live, the logger or the checkpoint cadence may differ."""
+    pair(tmp_path / "runs")
+    manifest_path = tmp_path / "runs" / "jsb" / "nope" / "seed0" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    config = manifest["config"]
+    config["trainer"]["optim"] = {"lr": change.get("lr", 0.002)}
+    config["domain"]["args"]["eval_stride"] = change.get("eval_stride")
+    config["trainer"]["ckpt_every"], config["runs_root"] = 7, "elsewhere"  # cannot change a result: allowed
+    manifest_path.write_text(json.dumps(manifest))
+    darope_path = tmp_path / "runs" / "jsb" / "darope" / "seed0" / "manifest.json"
+    darope = json.loads(darope_path.read_text())
+    darope["config"]["trainer"]["optim"] = {"lr": 0.002}
+    darope["config"]["domain"]["args"]["eval_stride"] = None
+    darope_path.write_text(json.dumps(darope))
+    with pytest.raises(IncomparableRunsError) as error:
+        compare(tmp_path / "runs", "jsb", tmp_path / "results" / "jsb")
+    lines = str(error.value).splitlines()
+    assert sum("differ in" in line for line in lines) == 1 and any(f"differ in {aspect}" in line for line in lines)
+    assert any(darope_value in line and line.endswith(": jsb/darope/seed0") for line in lines)
+    assert any(nope_value in line and line.endswith(": jsb/nope/seed0") for line in lines)
+
+
+def test_a_copied_run_folder_is_refused_naming_what_its_manifest_says(tmp_path):
+    pair(tmp_path / "runs")
+    shutil.copytree(tmp_path / "runs" / "jsb" / "nope" / "seed0", tmp_path / "runs" / "jsb" / "nope" / "seed2")
+    with pytest.raises(
+        IncomparableRunsError, match="the folder says jsb/nope/seed2 but its manifest records jsb/nope/seed0"
+    ):
+        compare(tmp_path / "runs", "jsb", tmp_path / "results" / "jsb")
+    shutil.rmtree(tmp_path / "runs" / "jsb" / "nope" / "seed2")
+    (tmp_path / "runs" / "jsb" / "alibi").mkdir()
+    (tmp_path / "runs" / "jsb" / "alibi" / "seed0").symlink_to(tmp_path / "runs" / "jsb" / "nope" / "seed0")
+    with pytest.raises(IncomparableRunsError, match="jsb/alibi/seed0 but its manifest records jsb/nope/seed0"):
+        compare(tmp_path / "runs", "jsb", tmp_path / "results" / "jsb")
+
+
+def test_runs_at_other_commits_are_reported_not_refused(tmp_path):
+    pair(tmp_path / "runs")
+    path = tmp_path / "runs" / "jsb" / "nope" / "seed0" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["git"] = {"sha": "1" * 40, "dirty": True}
+    path.write_text(json.dumps(manifest))
+    text = compare(tmp_path / "runs", "jsb", tmp_path / "out").read_text()
+    assert "the runs were trained at 2 commits: `000000000000` (1 runs); `111111111111+dirty` (1 runs)" in text

@@ -109,6 +109,10 @@ def test_the_nll_domains_declare_test_nll_and_one_model_per_domain():
         assert (datamodule.metric, datamodule.tasks, datamodule.amount_unit) == (nll, (), unit), datamodule.domain
 
 
+def nll_equivalence() -> float:
+    return Metric("test NLL", "NLL", "nats", higher_is_better=False, digits=4).equivalence
+
+
 def test_the_synthetic_domain_declares_normalised_accuracy_and_one_model_per_task():
     metric = SyntheticDataModule.metric
     assert metric == Metric(
@@ -117,7 +121,9 @@ def test_the_synthetic_domain_declares_normalised_accuracy_and_one_model_per_tas
         "chance = 0, perfect = 1",
         higher_is_better=True,
         digits=3,
+        equivalence=0.01,  # SPEC 3: the region of practical equivalence, +-0.01 normalised accuracy
     )
+    assert nll_equivalence() == 0.005  # and +-0.005 nats for the NLL domains
     assert SyntheticDataModule.tasks == tuple(TASKS) and len(SyntheticDataModule.tasks) == 20
     assert SyntheticDataModule.tasks[:2] == ("even_pairs", "parity") and SyntheticDataModule.tasks[-1] == "assoc_recall"
     with pytest.raises(AttributeError):

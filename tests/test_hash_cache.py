@@ -16,7 +16,8 @@ from domains import hash_cache
 from domains.maestro.archive import CSV_NAME
 from domains.store import sha256_file
 from pipelines.experiment.config import stored_datamodule
-from tests.maestro_fixtures import SHARED, small_maestro_mirror
+from tests.maestro_fixtures import small_maestro_mirror
+from tests.sample_fixtures import SAMPLES
 
 
 @pytest.fixture
@@ -55,7 +56,7 @@ def test_hash_cache_reads_an_unchanged_file_once_and_a_touched_one_again(tmp_pat
 
 
 def test_a_second_preparation_reads_no_raw_file_and_a_touched_one_is_read_again(tmp_path, monkeypatch, counted_hashing):
-    monkeypatch.setenv("POSBENCH_MIRROR", str(SHARED))
+    monkeypatch.setenv("POSBENCH_MIRROR", str(SAMPLES))
     monkeypatch.setenv("POSBENCH_DATA", str(tmp_path / "data"))
     meta = stored_datamodule("jsb").prepare_data()
     # the mirror copy's check, under its temporary name; raw_hashes reuses its digest

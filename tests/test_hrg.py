@@ -12,7 +12,6 @@ import os
 import pickle
 import re
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -38,9 +37,9 @@ from tests.hrg_fixtures import (
     split_overrides,
     write_mirror,
 )
+from tests.sample_fixtures import SAMPLES
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-CHRM = SHARED_DATA / "hrg" / "GRCh38_chrM.fa"
+CHRM = SAMPLES / "hrg" / "GRCh38_chrM.fa"
 TINY = dict(window_bases=610, stride_bases=605, max_jitter=9, example_tokens=100)
 
 
@@ -239,7 +238,7 @@ def test_samples_command_prints_bases_and_6mers(mirror, capsys):
 
 # ---- preparation -------------------------------------------------------------------------------------------------
 def test_real_chrm_sample(env, monkeypatch):
-    monkeypatch.setenv("POSBENCH_MIRROR", str(SHARED_DATA))
+    monkeypatch.setenv("POSBENCH_MIRROR", str(SAMPLES))
     dm = module(
         split={"train": ["chrM"], "val": ["chrM"], "test": []}, file_pattern="GRCh38_{chrom}.fa", checksums=None
     )
@@ -258,7 +257,7 @@ def test_real_chrm_sample(env, monkeypatch):
     text = "".join(np.array(list("ATCGN"))[bases])
     assert hashlib.md5(text.encode()).hexdigest() == "c68f52674c9fb33aef52dcf399755519"  # GRCh38 chrM's M5
     raw_fai = env / "data" / "raw" / "hrg" / "GRCh38_chrM.fa.fai"
-    assert raw_fai.read_text() == (SHARED_DATA / "hrg" / "GRCh38_chrM.fa.fai").read_text()
+    assert raw_fai.read_text() == (SAMPLES / "hrg" / "GRCh38_chrM.fa.fai").read_text()
     assert meta["splits"]["train"]["examples"] == example_count(16569, 610, 605) == 27
     tokens = dm.split("train").example(5)  # window 5 holds base 3107, the N
     assert VOCAB[N_ID] in [VOCAB[t] for t in tokens] and len(tokens) == 100

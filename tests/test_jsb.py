@@ -1,4 +1,4 @@
-"""JSB Chorales on the real Jsb16thSeparated.npz (../shared/data/jsb through $POSBENCH_MIRROR): counts, token
+"""JSB Chorales on the real Jsb16thSeparated.npz (tests/data/mirror/jsb through $POSBENCH_MIRROR): counts, token
 mapping, windows, scoring whole chorales, bad files, rendering, MIDI round trip, generation and a tiny run."""
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from pipelines.experiment.training import train_and_evaluate
 from pipelines.generate import main as generate_main
 from pipelines.prepare import main as prepare_main
 from pipelines.samples import main as samples_main
+from tests.sample_fixtures import SAMPLES
 
-MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
-NPZ = MIRROR / "jsb" / RAW_NAME
+NPZ = SAMPLES / "jsb" / RAW_NAME
 NPZ_KEYS = {"train": "train", "val": "valid", "test": "test"}
 # Measured on the real file (and recomputed below with a plain loop): chorales and tokens (4 per timestep).
 COUNTS = {
@@ -69,7 +69,7 @@ def plain_tokens(steps: list[list[float]]) -> list[int]:
 def prepared(tmp_path_factory):
     """The real file copied from the mirror into a fresh $POSBENCH_DATA and prepared once for this module."""
     patch = pytest.MonkeyPatch()
-    patch.setenv("POSBENCH_MIRROR", str(MIRROR))
+    patch.setenv("POSBENCH_MIRROR", str(SAMPLES))
     patch.setenv("POSBENCH_DATA", str(tmp_path_factory.mktemp("jsb_data")))
     yield jsb().prepare_data()
     patch.undo()

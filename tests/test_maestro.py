@@ -24,9 +24,9 @@ from domains.store import read_split
 from domains.stored import StoredDataModule
 from pipelines.experiment.config import compose_config
 from pipelines.experiment.training import train_and_evaluate
+from tests.sample_fixtures import SAMPLES
 
-SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data"
-SAMPLE_CSV = SAMPLE / "maestro" / CSV_NAME
+SAMPLE_CSV = SAMPLES / "maestro" / CSV_NAME
 VELOCITY_BINS = [3 + 4 * i for i in range(32)]  # miditok's 32 bins: linspace(0, 127, 33)[1:] as ints
 N_GENERATED = 40
 
@@ -43,7 +43,7 @@ def csv_rows() -> list[dict[str, str]]:
 
 def sample_names() -> list[str]:
     """The performances the sample holds, in CSV order."""
-    return [row["midi_filename"] for row in csv_rows() if (SAMPLE / "maestro" / row["midi_filename"]).exists()]
+    return [row["midi_filename"] for row in csv_rows() if (SAMPLES / "maestro" / row["midi_filename"]).exists()]
 
 
 def performances(store: Path) -> dict[str, dict[str, str]]:
@@ -98,7 +98,7 @@ def off_grid_notes(rng: np.random.Generator, n: int = 80):
 def sample_data(tmp_path_factory):
     data = tmp_path_factory.mktemp("maestro_sample")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("POSBENCH_MIRROR", str(SAMPLE))
+        patch.setenv("POSBENCH_MIRROR", str(SAMPLES))
         patch.setenv("POSBENCH_DATA", str(data))
         meta = module().prepare_data()
     return data, meta
@@ -107,7 +107,7 @@ def sample_data(tmp_path_factory):
 @pytest.fixture
 def sample(sample_data, monkeypatch):
     data, meta = sample_data
-    monkeypatch.setenv("POSBENCH_MIRROR", str(SAMPLE))
+    monkeypatch.setenv("POSBENCH_MIRROR", str(SAMPLES))
     monkeypatch.setenv("POSBENCH_DATA", str(data))
     return data, meta
 
@@ -116,7 +116,7 @@ def sample(sample_data, monkeypatch):
 def direct_ids():
     """Each sample performance tokenised by a plain miditok call (no track merging, no cache, no store)."""
     tokenizer = module().tokenizer
-    return {name: np.array(tokenizer.encode(Score(str(SAMPLE / "maestro" / name)))[0].ids) for name in sample_names()}
+    return {name: np.array(tokenizer.encode(Score(str(SAMPLES / "maestro" / name)))[0].ids) for name in sample_names()}
 
 
 @pytest.fixture(scope="module")
@@ -174,9 +174,7 @@ def test_vocabulary_is_spec_remi_with_328_tokens():
 
 
 def test_a_real_performance_starts_with_known_tokens():
-    path = (
-        SAMPLE / "maestro" / "2009" / "MIDI-Unprocessed_10_R2_2009_01_ORIG_MID--AUDIO_10_R2_2009_10_R2_2009_04_WAV.midi"
-    )
+    path = SAMPLES / "maestro/2009" / "MIDI-Unprocessed_10_R2_2009_01_ORIG_MID--AUDIO_10_R2_2009_10_R2_2009_04_WAV.midi"
     dm = module()
     ids = tokenize_midi(path.read_bytes(), dm.tokenizer)
     assert ids[:7].tolist() == [4, 189, 308, 205, 51, 114, 160]
@@ -491,7 +489,7 @@ def sample_zip(path: Path, csv_text: str) -> Path:
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr(ZIP_ROOT + CSV_NAME, csv_text)
         for name in sample_names():
-            archive.write(SAMPLE / "maestro" / name, ZIP_ROOT + name)
+            archive.write(SAMPLES / "maestro" / name, ZIP_ROOT + name)
     return path
 
 

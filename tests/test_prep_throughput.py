@@ -15,7 +15,8 @@ from pipelines.benchmarks.data import COLUMNS, measure_preparation
 from pipelines.experiment.config import compose_config
 from pipelines.prep_throughput import main
 from tests.hrg_fixtures import write_mirror
-from tests.maestro_fixtures import SHARED, small_maestro_mirror
+from tests.maestro_fixtures import small_maestro_mirror
+from tests.sample_fixtures import SAMPLES
 from tests.sleep_edf_fixtures import NightSpec, copy_real_sample, write_night
 
 SLEEP_RUNS = (("W", 300), ("1", 60), ("2", 120), ("3", 60), ("4", 60), ("R", 90), ("W", 240), ("?", 600))
@@ -37,13 +38,13 @@ def assert_measured(row: dict, domain: str, unit: str, amount: int) -> None:
 def test_jsb_counts_every_chorale_of_the_sample_with_median_of_repeats(monkeypatch):
     monkeypatch.setenv("POSBENCH_MIRROR", "/mirror/of/the/caller")
     monkeypatch.setenv("POSBENCH_DATA", "/data/of/the/caller")
-    with np.load(SHARED / "jsb" / "Jsb16thSeparated.npz", allow_pickle=True, encoding="latin1") as npz:
+    with np.load(SAMPLES / "jsb" / "Jsb16thSeparated.npz", allow_pickle=True, encoding="latin1") as npz:
         chorales = sum(len(npz[key]) for key in ("train", "valid", "test"))
-    rows = by_stage(measure_preparation(["jsb"], SHARED, repeats=3))
+    rows = by_stage(measure_preparation(["jsb"], SAMPLES, repeats=3))
     assert list(rows) == ["prepare", "tokenise"]
     for row in rows.values():
         assert_measured(row, "jsb", "pieces", chorales)
-        assert row["repeats"] == 3 and row["workers"] == 1 and row["source"] == str(SHARED / "jsb")
+        assert row["repeats"] == 3 and row["workers"] == 1 and row["source"] == str(SAMPLES / "jsb")
     # the domain code ran with the sample as mirror and a temporary data root; the caller's settings are back
     assert not Path("/data/of/the/caller").exists()
     assert (os.environ["POSBENCH_MIRROR"], os.environ["POSBENCH_DATA"]) == (
@@ -53,8 +54,8 @@ def test_jsb_counts_every_chorale_of_the_sample_with_median_of_repeats(monkeypat
 
 
 def test_maestro_prepare_counts_every_midi_file_of_the_sample():
-    midi_files = list((SHARED / "maestro").rglob("*.midi"))
-    rows = measure_preparation(["maestro"], SHARED, workers=1, kernels=False)
+    midi_files = list((SAMPLES / "maestro").rglob("*.midi"))
+    rows = measure_preparation(["maestro"], SAMPLES, workers=1, kernels=False)
     assert len(rows) == 1
     assert_measured(rows[0], "maestro", "pieces", len(midi_files))
     assert rows[0]["stage"] == "prepare" and rows[0]["workers"] == 1
@@ -81,9 +82,9 @@ def test_hrg_generated_mirror_counts_exactly_its_bases(tmp_path):
 
 
 def test_hrg_shared_chrm_sample_counts_its_bases():
-    fasta = (SHARED / "hrg" / "GRCh38_chrM.fa").read_text().splitlines()
+    fasta = (SAMPLES / "hrg" / "GRCh38_chrM.fa").read_text().splitlines()
     bases = sum(len(line) for line in fasta if not line.startswith(">"))
-    row = measure_preparation(["hrg"], SHARED, kernels=False)[0]
+    row = measure_preparation(["hrg"], SAMPLES, kernels=False)[0]
     assert_measured(row, "hrg", "bases", bases)
     assert bases == 16_569
 
@@ -127,10 +128,10 @@ def test_source_defaults_to_the_mirror_variable_and_is_required(monkeypatch):
     monkeypatch.delenv("POSBENCH_MIRROR", raising=False)
     with pytest.raises(ValueError, match="no source folder"):
         measure_preparation(["jsb"])
-    monkeypatch.setenv("POSBENCH_MIRROR", str(SHARED))
-    assert measure_preparation(["jsb"], kernels=False)[0]["source"] == str(SHARED / "jsb")
+    monkeypatch.setenv("POSBENCH_MIRROR", str(SAMPLES))
+    assert measure_preparation(["jsb"], kernels=False)[0]["source"] == str(SAMPLES / "jsb")
     with pytest.raises(ValueError, match="unknown domains"):
-        measure_preparation(["synthetic"], SHARED)
+        measure_preparation(["synthetic"], SAMPLES)
 
 
 def test_command_line_prints_the_table_and_writes_the_csv(tmp_path, capsys):
@@ -138,7 +139,7 @@ def test_command_line_prints_the_table_and_writes_the_csv(tmp_path, capsys):
     assert main(["--domains", "jsb", "maestro", "--source", str(tmp_path / "nowhere"), "--csv", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "Data preparation throughput" in printed and "jsb skipped:" in printed and "maestro skipped:" in printed
-    assert main(["--domains", "jsb", "--source", str(SHARED), "--prepare-only", "--csv", str(out)]) == 0
+    assert main(["--domains", "jsb", "--source", str(SAMPLES), "--prepare-only", "--csv", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "382 pieces" in printed and "pieces/s" in printed
     with open(out, newline="") as handle:

@@ -81,7 +81,7 @@ def test_the_study_figure_says_which_interval_it_draws(tmp_path, monkeypatch):
     assert float(rows["jsb", "darope"]["between_hi"]) > float(rows["jsb", "darope"]["within_hi"])
 
 
-# ---- rule 2: only the seeds every compared encoding finished --------------------------------------------------
+# ---- rule 2: each encoding over the seeds it finished, each pair over the seeds both finished ------------------
 def _incomplete_seeds(root):
     lm_domain(root, "jsb", JSB)
     (root / "jsb" / "nope" / "seed2" / "done.json").unlink()  # nope seed 2 failed
@@ -89,22 +89,28 @@ def _incomplete_seeds(root):
     (root / "jsb" / "hope" / "seed1" / "done.json").unlink()  # hope seed 1 unfinished
 
 
-def test_a_failed_and_an_unfinished_seed_leave_those_seeds_out_for_every_encoding(tmp_path, capsys):
+def test_a_failed_and_an_unfinished_seed_leave_that_encoding_with_the_seeds_it_finished(tmp_path, capsys):
     _incomplete_seeds(tmp_path / "runs")
     summary = study(tmp_path / "runs", None, tmp_path / "results").read_text()
-    # seed 0 alone: every example at nll - 0.01, for every encoding (darope's seeds 1 and 2 are not used either)
+    # seed k scores nll + 0.01 (k - 1): nope over seeds 0, 1 is nll - 0.005, hope over 0, 2 is nll, darope nll
     rows = {row["encoding"]: row for row in read_csv(tmp_path / "results" / "jsb" / "summary.csv")}
+    shift = {"darope": 0.0, "hope": 0.0, "nope": -0.005}
+    seeds = {"darope": "3", "hope": "2", "nope": "2"}
     for pe, x in JSB.items():
-        assert float(rows[pe]["nll"]) == pytest.approx(x.mean() - 0.01)
-        assert (rows[pe]["seeds"], rows[pe]["seeds_expected"]) == ("1", "3")
+        assert float(rows[pe]["nll"]) == pytest.approx(x.mean() + shift[pe])
+        assert (rows[pe]["seeds"], rows[pe]["seeds_expected"]) == (seeds[pe], "3")
+    # each pair on the seeds both finished: hope against darope on seeds 0 and 2, nope on 0 and 1
+    assert rows["hope"]["pair_seeds"] == "2" and rows["nope"]["pair_seeds"] == "2"
+    assert float(rows["hope"]["delta"]) == pytest.approx((JSB["hope"] - JSB["darope"]).mean())
     table = section(summary, "Test results by domain and encoding")
-    assert f"| `darope` (ref) | **{JSB['darope'].mean() - 0.01:.4f} ± " in table
-    assert all("(1/3 seeds)" in line for line in table.splitlines() if line.startswith("| `"))
+    assert f"| `darope` (ref) | **{JSB['darope'].mean():.4f} ± " in table and " (3 seeds) |" in table
+    assert all("(2 seeds)" in line for line in table.splitlines() if line.startswith(("| `hope`", "| `nope`")))
     top = summary.split("## ", 1)[0]
-    assert "only seed 0 of 0, 1, 2 are compared; seeds 1, 2 were not finished by every encoding" in top
+    note = "seeds 1, 2 were not finished by every encoding"
+    assert note in top and "each pair is compared on the seeds both finished" in top
     per_domain = (tmp_path / "results" / "jsb" / "summary.md").read_text()
-    assert per_domain.index("only seed 0 of 0, 1, 2 are compared") < per_domain.index("| rank |")
-    assert "| 1/3 |" in per_domain
+    assert per_domain.index(note) < per_domain.index("| rank |")
+    assert "| 2/3 |" in per_domain
 
 
 def test_strict_refuses_incomplete_evidence_and_writes_nothing(tmp_path, capsys):
@@ -131,7 +137,7 @@ def test_an_encoding_in_one_domain_only_gets_no_mean_rank_and_shifts_no_one(tmp_
     assert "| 2.50 ± 0.50 |" in next(line for line in table.splitlines() if line.startswith("| `hope`"))
     assert "| 2.00 ± 1.00 |" in next(line for line in table.splitlines() if line.startswith("| `nope`"))
     cope = next(line for line in table.splitlines() if line.startswith("| `cope`"))
-    assert cope.endswith("| — | — (not in every domain) |")
+    assert cope.endswith("| — | — (not in every domain) |  |")
     assert "`cope` has no mean rank: not scored in every domain; its rank within jsb 1 of 4." in table
     rows = {(row["domain"], row["encoding"]): row for row in read_csv(tmp_path / "results" / "summary.csv")}
     assert ("all", "cope") not in rows and float(rows["all", "darope"]["score"]) == pytest.approx(1.5)
@@ -157,7 +163,7 @@ def test_a_seed_scoring_other_examples_stops_the_report_naming_its_file(tmp_path
     path = tmp_path / "runs" / "jsb" / "nope" / "seed2" / "metrics" / "test.per_example.csv"
     rows = read_csv(path)[:4]  # one test example fewer
     write_csv(path, list(rows[0]), [list(row.values()) for row in rows])
-    with pytest.raises(ValueError, match=rf"{path}: scores 4 examples, not the 5 of seed 0"):
+    with pytest.raises(ValueError, match=rf"{path}: scores 4 examples, not the 5 of jsb/darope/seed0"):
         compare(tmp_path / "runs", "jsb", tmp_path / "out")
 
 
@@ -217,11 +223,33 @@ def test_each_domain_summary_states_what_its_numbers_rest_on_above_its_table(tmp
     lm_domain(tmp_path / "runs", "jsb", JSB)
     text = compare(tmp_path / "runs", "jsb", tmp_path / "out").read_text()
     line = (
-        "N = 5 test examples; seeds 0, 1, 2; reference `darope`; 95% within-example intervals (Cousineau's "
-        "normalisation with Morey's correction); paired two-sided t-tests against `darope`, Holm-corrected "
-        "over 2 baselines."
+        "Preset `tiny`; N = 5 test examples; seeds 0, 1, 2; reference `darope`; 95% within-example intervals "
+        "(Cousineau's normalisation with Morey's correction); seed-level tests against `darope`, Holm-corrected "
+        "over 2 baselines (the verdict); paper 000 C.2's per-example tests beside them."
     )
     assert line in text.splitlines() and text.index(line) < text.index("| rank |")
     synthetic_tree(tmp_path / "synthetic_runs")
     tasks = compare(tmp_path / "synthetic_runs", "synthetic", tmp_path / "synthetic_out").read_text()
-    assert tasks.index("N = 2 tasks (2 encodings scored on all of them); seed 0 of 0, 1;") < tasks.index("| task |")
+    assert tasks.index("Preset `tiny`; N = 2 tasks (2 encodings scored on all of them); 1-2 seeds per encoding") < (
+        tasks.index("| task |")
+    )
+
+
+# ---- rule 9: a study of domains at different presets says so, and --strict refuses it ---------------------------
+def test_a_study_mixing_presets_states_each_domains_preset_and_strict_refuses_it(tmp_path, capsys):
+    lm_domain(tmp_path / "runs", "jsb", JSB)
+    synthetic_tree(tmp_path / "runs")
+    unfinished = tmp_path / "runs" / "synthetic" / "reverse_string" / "rope10k" / "seed1"
+    (unfinished / "done.json").write_text("{}")  # nothing missing: only the presets differ
+    for manifest in (tmp_path / "runs" / "jsb").rglob("manifest.json"):
+        data = manifest.read_text().replace('"preset": "tiny"', '"preset": "cpu"')
+        manifest.write_text(data)
+    summary = study(tmp_path / "runs", None, tmp_path / "results").read_text()
+    assert "domains (preset): jsb (`cpu`), synthetic (`tiny`)" in summary
+    assert "Preset `cpu`;" in (tmp_path / "results" / "jsb" / "summary.md").read_text()
+    assert "Preset `tiny`;" in (tmp_path / "results" / "synthetic" / "summary.md").read_text()
+    with pytest.raises(SystemExit) as exit_:
+        main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "strict"), "--strict"])
+    assert exit_.value.code == 1
+    assert "different presets (jsb at `cpu`, synthetic at `tiny`)" in capsys.readouterr().err
+    assert not (tmp_path / "strict").exists()

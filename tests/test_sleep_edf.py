@@ -30,9 +30,10 @@ from domains.sleep_edf.recordings import (
 )
 from domains.sleep_edf.sources import AGE_TABLE, PHYSIONET_URL
 from domains.sleep_edf.split import SPLIT_SEED, read_age_table, split_sizes, split_subjects
+from tests.sample_fixtures import SAMPLES
 from tests.sleep_edf_fixtures import NightSpec, copy_real_sample, short_night, write_night, write_small_mirror
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "sleep_edf"
+REAL = SAMPLES / "sleep_edf"
 REAL_HYPNOGRAM = REAL / "SC4001EC-Hypnogram.edf"
 REAL_PSG = REAL / "SC4001E0-PSG_first300s.edf"
 SLEEP = {"1", "2", "3", "4", "R"}
@@ -108,7 +109,7 @@ def test_real_hypnogram_labels_and_sleep_period_against_a_plain_loop():
     for label, duration in zip(hypnogram.label, hypnogram.duration, strict=True):
         runs, seconds = totals.get(CODE[label], (0, 0))
         totals[CODE[label]] = (runs + 1, seconds + duration)
-    assert totals == {  # ../shared/data/PROVENANCE.md
+    assert totals == {  # tests/data/PROVENANCE.md
         "W": (12, 59910),
         "1": (24, 1740),
         "2": (40, 7500),

@@ -4,6 +4,7 @@ number is known (tests/run_fixtures.py), and the command line `python -m pipelin
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -33,10 +34,16 @@ def test_compare_lm_without_the_default_reference_says_so(tmp_path, capsys):
     main(["--domain", "jsb", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "results")])
     printed = capsys.readouterr().out
     assert "# posbench comparison study" in printed
-    assert "- jsb: No paired tests: `darope` (the default reference) has no finished run here" in printed
     assert str(tmp_path / "results" / "jsb" / "nll_by_position.png") in printed
     per_domain = (tmp_path / "results" / "jsb" / "summary.md").read_text()
-    assert "# jsb: test NLL by encoding" in per_domain and "No paired tests: `darope`" in per_domain
+    assert "# jsb: test NLL by encoding" in per_domain
+    assert (
+        "reference `rope10k` (the best encoding: `darope`, the default reference, has no finished run here)"
+        in per_domain
+    )
+    # a reference given by name that has no run: no tests, said so
+    main(["--domain", "jsb", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "r2"), "--ref", "alibi"])
+    assert "- jsb: No paired tests: `alibi` (given) has no finished run here" in capsys.readouterr().out
 
 
 def test_the_command_line_refuses_with_a_clear_error(tmp_path, capsys):
@@ -185,13 +192,16 @@ def _nll_cell(domain, pe, bold=False, mark=""):
     return (f"**{text}**" if bold else text) + (f" {mark}" if mark else "")
 
 
-def _accuracy_cell(pe, bold=False):
+def _accuracy_cell(pe, bold=False, mark=""):
     scores = {
         name: np.array([(SYNTHETIC_ACC[t][name] - c) / (1 - c) for t, c in SYNTHETIC_CHANCE.items()])
         for name in SYNTHETIC_ACC["parity"]
     }
     text = f"{scores[pe].mean():.3f} ± {_within_half_width(scores, pe):.3f}"
-    return f"**{text}**" if bold else text
+    return (f"**{text}**" if bold else text) + (f" {mark}" if mark else "")
+
+
+RANK_CI = object()  # the mean rank's interval over seeds and P(rank 1): checked by its form and its bounds
 
 
 @pytest.fixture(scope="module")
@@ -217,7 +227,8 @@ def test_study_summary_table(tiny_study):
 
     table = section(markdown, "Test results by domain and encoding")
     header = (
-        "| encoding | jsb (NLL ↓) | maestro (NLL ↓) | synthetic (norm. acc. ↑) | mean rank | mean rank (NLL domains) |"
+        "| encoding | jsb (NLL ↓) | maestro (NLL ↓) | synthetic (norm. acc. ↑) | mean rank | "
+        "95% CI over seeds; P(rank 1) | mean rank (NLL domains) |"
     )
     expected_rows = [
         [
@@ -226,46 +237,70 @@ def test_study_summary_table(tiny_study):
             _nll_cell("maestro", "darope"),
             _accuracy_cell("darope"),
             "**1.67 ± 0.33**",
+            RANK_CI,
             "1.50 ± 0.50",
         ],
         [
             "`rope10k`",
-            _nll_cell("jsb", "rope10k", mark="*"),
-            _nll_cell("maestro", "rope10k", bold=True, mark="†"),
-            _accuracy_cell("rope10k", bold=True),
+            _nll_cell("jsb", "rope10k", mark="***"),
+            _nll_cell("maestro", "rope10k", bold=True, mark="†††"),
+            _accuracy_cell("rope10k", bold=True, mark="†††"),
             "**1.67 ± 0.67**",
+            RANK_CI,
             "2.00 ± 1.00",
         ],
         [
             "`hope`",
             _nll_cell("jsb", "hope"),
-            _nll_cell("maestro", "hope", mark="*"),
-            _accuracy_cell("hope"),
+            _nll_cell("maestro", "hope", mark="***"),
+            _accuracy_cell("hope", mark="***"),
             "2.67 ± 0.33",
+            RANK_CI,
             "2.50 ± 0.50",
         ],
         [
             "`nope`",
             _nll_cell("jsb", "nope", mark="***"),
             _nll_cell("maestro", "nope", mark="***"),
-            _accuracy_cell("nope"),
+            _accuracy_cell("nope", mark="***"),
             "4.00 ± 0.00",
+            RANK_CI,
             "4.00 ± 0.00",
         ],
-        ["`pope`", "missing", "—", "—", "—", "n/a"],
+        ["`pope`", "missing", "—", "—", "—", "", "n/a"],
     ]
     lines = [line for line in table.splitlines() if line.startswith("|")]
     assert lines[0] == header
-    assert lines[2:] == ["| " + " | ".join(row) + " |" for row in expected_rows]
+    pattern = re.compile(r"\[(\d\.\d\d), (\d\.\d\d)\]; (\d\.\d\d)")
+    p_best = 0.0
+    for line, row in zip(lines[2:], expected_rows, strict=True):
+        cells = line.strip("| ").split(" | ")
+        assert [cell for cell, want in zip(cells, row, strict=True) if want != RANK_CI] == [
+            want for want in row if want != RANK_CI
+        ]
+        if RANK_CI in row:  # the mean rank's interval over seeds holds its mean rank; P(rank 1) sums to 1
+            lo, hi, p = map(float, pattern.fullmatch(cells[row.index(RANK_CI)]).groups())
+            mean = float(cells[row.index(RANK_CI) - 1].strip("*").split(" ± ")[0])
+            assert 1 <= lo <= mean <= hi <= 4
+            p_best += p
+    assert p_best == pytest.approx(1.0, abs=0.02)
     assert "rope10k+yarn" not in table  # YaRN is the rope run itself at the training length
 
     # the same numbers in summary.csv
+    # the per-example tests stay as paper 000's column; the marks come from the seed-level test: seed k shifts
+    # every encoding by the same E[k] sigma, so each baseline's per-seed differences to darope are constant
+    # (p = 0, ***) but for jsb hope, whose seeds spread 4 times wider: differences 0.1 + 0.15 E[k], t = 1.15
     rows = {(r["domain"], r["encoding"]): r for r in read_csv(out / "summary.csv")}
-    assert float(rows["jsb", "rope10k"]["p_holm"]) == pytest.approx(jsb["rope10k"], rel=1e-9)
-    assert (rows["jsb", "rope10k"]["stars"], rows["maestro", "rope10k"]["stars"]) == ("*", "")
+    assert float(rows["jsb", "rope10k"]["paper_p_holm"]) == pytest.approx(jsb["rope10k"], rel=1e-9)
+    assert (rows["jsb", "rope10k"]["stars"], rows["maestro", "rope10k"]["stars"]) == ("***", "†††")
     assert rows["jsb", "nope"]["stars"] == "***" and rows["jsb", "hope"]["stars"] == ""
+    hope = sps.ttest_rel([0.6, 0.8, 1.0], [0.65, 0.7, 0.75])
+    assert float(rows["jsb", "hope"]["seed_p"]) == pytest.approx(hope.pvalue, rel=1e-9)
+    assert rows["jsb", "hope"]["verdict"] == "inconclusive" and rows["jsb", "rope10k"]["verdict"] == "worse"
+    assert rows["maestro", "rope10k"]["verdict"] == "better"
     assert float(rows["jsb", "darope"]["score"]) == pytest.approx(0.7)
-    assert rows["jsb", "darope"]["seeds"] == "0:0.65;1:0.7;2:0.75"
+    seeds = dict(pair.split(":") for pair in rows["jsb", "darope"]["seeds"].split(";"))
+    assert {int(k): float(v) for k, v in seeds.items()} == pytest.approx({0: 0.65, 1: 0.7, 2: 0.75})
     assert float(rows["synthetic", "rope10k"]["score"]) == pytest.approx(0.85)
     assert (float(rows["all", "darope"]["score"]), float(rows["all", "darope"]["se"])) == (
         pytest.approx(5 / 3),
@@ -278,13 +313,17 @@ def test_study_summary_table(tiny_study):
     text = (out / "summary.json").read_text()
     assert "NaN" not in text
     data = json.loads(text)
-    assert data["mean_rank"]["rope10k"] == {"mean": pytest.approx(5 / 3), "se": pytest.approx(2 / 3), "domains": 3}
-    assert data["domains"]["jsb"]["encodings"]["rope10k"]["p_holm"] == pytest.approx(jsb["rope10k"])
+    rank = data["mean_rank"]["rope10k"]
+    assert (rank["mean"], rank["se"], rank["domains"]) == (pytest.approx(5 / 3), pytest.approx(2 / 3), 3)
+    assert data["domains"]["jsb"]["encodings"]["rope10k"]["paper_p_holm"] == pytest.approx(jsb["rope10k"])
+    assert set(data["domains"]["jsb"]["variance_components"]) >= {"seed", "example", "encoding x seed", "residual"}
+    assert len(data["domains"]["jsb"]["pairs"]) == 6  # every pair of the 4 encodings
     assert data["domains_without_finished_runs"] == ["hrg"]
 
     # the per-domain report grades its stars the same way
     per_domain = (out / "jsb" / "summary.md").read_text().splitlines()
-    assert any(line.startswith("| 3 | `rope10k` |") and line.endswith("] * | 0.0265 |") for line in per_domain)
+    rope = next(line for line in per_domain if line.startswith("| 3 | `rope10k` |"))
+    assert "] *** |" in rope and "| **worse** |" in rope and rope.endswith("| +0.3000, p 0.0265 |")
     assert any(line.startswith("| 4 | `nope` |") and "] *** |" in line for line in per_domain)
 
     for name in ("figure3.png", "nll_by_position.png", "cd_domains.png", "cd_synthetic_tasks.png"):
@@ -298,19 +337,22 @@ def test_study_friedman_seed_spread_extrapolation_and_missing_runs(tiny_study):
     out, markdown = tiny_study
 
     friedman = section(markdown, "Friedman test and Nemenyi critical difference (beyond the paper)")
-    scores = np.array([[0.7, 1.0, 0.8, 1.71], [1.6, 1.3, 1.8, 2.61], [-0.70, -0.85, -0.45, -0.20]])
-    expected = sps.friedmanchisquare(*scores.T)  # darope, rope10k, hope, nope; accuracy negated
-    assert expected.statistic == pytest.approx(6.6)
-    assert f"chi2_F = 6.600 (df 3), p = {expected.pvalue:.3g}" in friedman
-    assert "N = 3: jsb, maestro, synthetic; k = 4" in friedman and "CD = 2.708" in friedman
+    # blocks: the two NLL domains and each synthetic task (accuracy negated); darope, rope10k, hope, nope
+    scores = np.array(
+        [[0.7, 1.0, 0.8, 1.71], [1.6, 1.3, 1.8, 2.61], [-0.82, -0.91, -0.55, -0.28], [-0.8, -0.9, -0.7, -0.6]]
+    )
+    expected = sps.friedmanchisquare(*scores.T)  # rank sums 7, 6, 11, 16
+    assert expected.statistic == pytest.approx(9.3)
+    assert f"chi2_F = 9.300 (df 3), p = {expected.pvalue:.3g}" in friedman
+    assert "N = 4: jsb, maestro, synthetic/needle, synthetic/parity; k = 4" in friedman
+    assert "CD = 2.345" in friedman  # 2.569 * sqrt(20 / 24)
     assert "**Across synthetic tasks** (N = 2: needle, parity; k = 4): chi2_F = 6.000 (df 3)" in friedman
     assert "CD = 3.317" in friedman  # 2.569 * sqrt(20 / 12)
     assert "Left out (not scored in every block): `pope`" not in friedman  # pope has no score at all
     data = json.loads((out / "summary.json").read_text())
-    assert data["friedman"]["domains"]["mean_ranks"] == {"darope": 5 / 3, "rope10k": 5 / 3, "hope": 8 / 3, "nope": 4}
-    # 4 - 5/3 = 2.33 < CD 2.708: three domains cannot separate even the last from the first
-    assert data["friedman"]["domains"]["not_separated"] == [["darope", "rope10k", "hope", "nope"]]
-    assert "Not separated by the Nemenyi test: {`darope`, `rope10k`, `hope`, `nope`}." in friedman
+    assert data["friedman"]["domains"]["mean_ranks"] == {"darope": 7 / 4, "rope10k": 6 / 4, "hope": 11 / 4, "nope": 4}
+    # 4 - 1.5 = 2.5 > CD 2.345 separates nope from rope10k only
+    assert data["friedman"]["domains"]["not_separated"] == [["rope10k", "darope", "hope"], ["darope", "hope", "nope"]]
 
     seeds = section(markdown, "Per-seed spread")
     jsb = seeds.split("### jsb", 1)[1].split("###", 1)[0]
@@ -392,14 +434,16 @@ def test_synthetic_only_study_with_an_incomplete_encoding(tmp_path):
     # reverse_string 0.95 -> 0.944; ape_learned 0.7 -> 0.4, 0.5 -> 0.444: means 0.872 and 0.422; two tasks: ranks
     # 1 and 2, a single domain: no standard error
     table = [line for line in section(markdown, "Test results by domain and encoding").splitlines() if "|" in line]
-    assert table[0] == "| encoding | synthetic (norm. acc. ↑) | mean rank |"
-    assert table[2].startswith("| `rope10k` | **0.872 ± ") and table[2].endswith(" (1/2 seeds) | **1.00** |")
-    assert table[3].startswith("| `ape_learned` | 0.422 ± ") and table[3].endswith(" (1/2 seeds) | 2.00 |")
-    assert table[4] == "| `hope` | incomplete (test results on 1 of 2 tasks) | — |"
+    # rope10k is scored over seed 0, the only one it finished on both tasks; ape_learned over seeds 0 and 1:
+    # parity 0.7, 0.6 -> 0.4, 0.2 and reverse_string 0.5, 0.6 -> 0.444, 0.556: 0.400
+    assert table[0] == "| encoding | synthetic (norm. acc. ↑) | mean rank | 95% CI over seeds; P(rank 1) |"
+    assert table[2].startswith("| `rope10k` (ref) | **0.872 ± ") and " (1 seed) | **1.00** | " in table[2]
+    assert table[3].startswith("| `ape_learned` | 0.400 ± ") and " (2 seeds) | 2.00 | " in table[3]
+    assert table[4] == "| `hope` | incomplete (test results on 1 of 2 tasks) | — |  |"
     assert "(NLL domains)" not in markdown and "## Paper 000's published values" not in markdown
 
     friedman = section(markdown, "Friedman test and Nemenyi critical difference (beyond the paper)")
-    assert "**Across domains**: not run: needs at least 2 domains" in friedman
+    assert "**Across domains**: not run: needs at least 2 domains; here 1" in friedman
     assert "**Across synthetic tasks** (N = 2: parity, reverse_string; k = 2)" in friedman
     assert "Left out (not scored in every block): `hope`." in friedman
     assert not (tmp_path / "results" / "cd_domains.png").exists()

@@ -15,7 +15,7 @@ from pipelines.benchmarks import loader, model_report
 from pipelines.benchmarks.model import predicted_over_limits
 from pipelines.benchmarks.step import LiveTensorMemory
 from pipelines.experiment.config import roster
-from tests.maestro_fixtures import SHARED
+from tests.sample_fixtures import SAMPLES
 
 
 def test_one_layer_flops_match_a_hand_count():
@@ -181,7 +181,7 @@ def test_the_run_times_each_domains_training_loader_on_both_paths_and_every_work
 
 @pytest.mark.slow
 def test_a_stored_domain_is_prepared_from_the_mirror_and_a_missing_one_is_skipped_by_name(tmp_path):
-    rows = loader.measure_loaders(["jsb"], "tiny", SHARED, workers=[0, 1], batches=2, warmup=1)
+    rows = loader.measure_loaders(["jsb"], "tiny", SAMPLES, workers=[0, 1], batches=2, warmup=1)
     assert [(r["path"], r["workers"]) for r in rows] == [("dataloader", 0), ("dataloader", 1), ("nodes", 0)] + [
         ("nodes", 1)
     ] * 2

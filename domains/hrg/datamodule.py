@@ -23,7 +23,9 @@ codes' size and sha256 were kept is not current: that chromosome is encoded agai
 A failed preparation leaves the store as it was: the chromosomes to rebuild are encoded into a staging folder
 inside the store and moved into `bases/` (codes, then the record that makes them current) only once every one
 of them is done. Raw files are checked before they replace a local copy (`fetch_raw`); a raw file that then fails
-the gzip or md5 check of step 2 is removed, so a re-run fetches it again.
+the gzip or md5 check of step 2 is removed, so a re-run fetches it again. A validation or test chromosome that is
+all N (no A, C, G or T) is refused by name before the move: its scores would measure nothing; a training one is
+named in a warning.
 
 Examples (SPEC, `domains.hrg.windows`): windows of `window_bases` (6100) every `stride_bases` (6050) over each
 chromosome, N runs included; only full windows: 8399 for chr22's 50,818,468 bases, whose last 4468 bases are
@@ -183,6 +185,7 @@ class HRGDataModule(StoredDataModule[ChromosomeWindows]):
             self.store.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(prefix=".building-", dir=self.store) as staging:
                 records, encoded = self._encode_stale(raw, md5_table, Path(staging))
+                self._check_bases(records)  # before anything moves: a refused chromosome leaves the store as it was
                 for chromosome in encoded:  # the codes first: the record is what makes them current
                     path = self.bases_path(chromosome)
                     path.parent.mkdir(parents=True, exist_ok=True)
@@ -240,6 +243,26 @@ class HRGDataModule(StoredDataModule[ChromosomeWindows]):
                 encoded += stale
             records.update(current)
         return records, encoded
+
+    def _check_bases(self, records: dict[str, dict[str, Any]]) -> None:
+        """A chromosome that is all N (no A, C, G or T: every window of it holds N tokens only) is refused in an
+        evaluation split, whose scores would measure nothing, and named in a warning in the training split."""
+        for split, chromosomes in self.split_chromosomes.items():
+            for chromosome in chromosomes:
+                record = records[chromosome]
+                if record["n"] < record["length"]:
+                    continue
+                message = (
+                    f"hrg: {chromosome} ({split} split, {record['source']['file']}) is all N: none of its "
+                    f"{record['length']:,} bases is A, C, G or T"
+                )
+                if split == "train":
+                    log.warning("%s; its training windows teach only N after N", message)
+                    continue
+                raise ValueError(
+                    f"{message}, so every {split} window would score N tokens only; check the file, or name other "
+                    f"chromosomes in domain.args.split.{split}"
+                )
 
     def _current_record(self, chromosome: str, source: dict[str, Any]) -> dict[str, Any] | None:
         """The chromosome's build record when its codes were built from exactly this source and are intact, else

@@ -5,10 +5,13 @@ A zip must hold every performance its CSV lists (else it fails, naming the missi
 (maestro-v3.0.0.csv at its root, each MIDI file at its CSV path, as the sample mirror has 11 of the 1276) may
 hold only some: the preparation uses those present, and fails only when none is present.
 
-No checksum of the zip or of a MIDI file is published, so a downloaded or mirrored zip is checked by `check_zip`
-(the CSV, every performance it lists, every member's CRC) and a mirrored CSV by reading it, before either replaces
-a local copy (`domains.fetch`'s rule); a MIDI file only has to read whole (one that does not tokenise is skipped
-at preparation, with the reason).
+No checksum of the zip or of a MIDI file is published (the CSV has none), so a downloaded or mirrored zip is
+checked by `check_zip` (the CSV, every performance it lists, every member's CRC), a mirrored CSV by reading it
+(each performance listed once: a second row would be a second "performance" of one file, possibly in another
+split), and a mirrored MIDI file by parsing it with symusic, miditok's reader (`midi_check`), before any of them
+replaces a local copy (`domains.fetch`'s rule): a mirror MIDI file that does not parse fails naming it, and a
+readable local copy stays. Where no readable local copy exists nothing is lost by copying it: the file is then
+skipped at preparation with the reason, like one that parses but does not tokenise.
 """
 
 from __future__ import annotations
@@ -21,9 +24,9 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from domains.fetch import FetchError, copy_verified, fetch, mirror_root, raw_dir
+from domains.fetch import FetchError, Verify, copy_verified, fetch, mirror_root, raw_dir
 from domains.hash_cache import cached_sha256
-from domains.maestro.tokenizer import MidiFile
+from domains.maestro.tokenizer import MidiFile, UnreadableMidi, read_score
 
 DOMAIN = "maestro"
 URL = "https://storage.googleapis.com/magentadata/datasets/maestro/v3.0.0/maestro-v3.0.0-midi.zip"
@@ -46,11 +49,18 @@ def read_index(text: str, origin: str) -> list[Performance]:
     missing = {"midi_filename", "split"} - set(reader.fieldnames or ())
     if missing:
         raise ValueError(f"{origin}: not a MAESTRO index, columns {sorted(missing)} are missing")
-    performances = []
+    performances, first_line = [], {}
     for line, row in enumerate(reader, start=2):
         if row["split"] not in CSV_SPLITS:
             raise ValueError(f"{origin} line {line}: split {row['split']!r}, expected one of {list(CSV_SPLITS)}")
-        performances.append(Performance(row["midi_filename"], CSV_SPLITS[row["split"]]))
+        name = row["midi_filename"]
+        if name in first_line:
+            raise ValueError(
+                f"{origin} line {line}: {name} is listed again (first at line {first_line[name]}); each performance "
+                "must be listed once, so that it is in one split"
+            )
+        first_line[name] = line
+        performances.append(Performance(name, CSV_SPLITS[row["split"]]))
     if not performances:
         raise ValueError(f"{origin}: the index lists no performance")
     return performances
@@ -157,8 +167,38 @@ def fetch_archive() -> dict[str, Path]:
     copy_verified(source / CSV_NAME, local / CSV_NAME, verify=read_index_file)
     for performance in read_index_file(source / CSV_NAME):
         if (source / performance.midi_filename).is_file():
-            copy_verified(source / performance.midi_filename, local / performance.midi_filename)
+            copy_verified(
+                source / performance.midi_filename,
+                local / performance.midi_filename,
+                verify=midi_check(local / performance.midi_filename),
+            )
     return unpacked_files(local)
+
+
+def midi_problem(path: Path) -> str | None:
+    """Why the MIDI file at `path` cannot be parsed, or None when it can."""
+    try:
+        read_score(path.read_bytes())
+    except UnreadableMidi as err:
+        return str(err)
+    except OSError as err:
+        return f"cannot be read ({err})"
+    return None
+
+
+def midi_check(local: Path) -> Verify:
+    """`copy_verified`'s check of a mirror MIDI file that would replace `local` (the module docstring): one that
+    does not parse fails, naming it, while `local` holds a readable copy, which stays as it was."""
+
+    def verify(source: Path) -> None:
+        problem = midi_problem(source)
+        if problem is not None and local.is_file() and midi_problem(local) is None:
+            raise FetchError(
+                f"{source}: {problem}; the local copy {local} (a readable MIDI file) is kept: replace the mirror "
+                "file with a good copy, or delete the local one to use the mirror's as it is (skipped, named)"
+            )
+
+    return verify
 
 
 def unpacked_files(root: Path) -> dict[str, Path]:

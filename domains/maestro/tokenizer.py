@@ -99,12 +99,17 @@ class UnreadableMidi(ValueError):
     """A MIDI file that cannot be tokenised; the message says why."""
 
 
-def tokenize_midi(data: bytes, tokenizer: REMI) -> np.ndarray:
-    """REMI token ids (uint16) of one MIDI file's bytes; every track is merged into one piano stream."""
+def read_score(data: bytes) -> Score:
+    """One MIDI file's bytes parsed by symusic (miditok's reader), or UnreadableMidi saying why not."""
     try:
-        score = Score.from_midi(data)
+        return Score.from_midi(data)
     except RuntimeError as err:  # symusic reports every parse error (truncated, bad chunk, not MIDI) this way
         raise UnreadableMidi(f"not a readable MIDI file ({err})") from err
+
+
+def tokenize_midi(data: bytes, tokenizer: REMI) -> np.ndarray:
+    """REMI token ids (uint16) of one MIDI file's bytes; every track is merged into one piano stream."""
+    score = read_score(data)
     tracks = [track for track in score.tracks if not track.is_drum and len(track.notes)]
     if not tracks:
         raise UnreadableMidi("no pitched notes")

@@ -70,6 +70,18 @@ from domains.stored import RawFile, TokenStoreDataModule
 log = logging.getLogger("posbench.sleep_edf")
 
 
+def check_enough_subjects(subjects: list[int], skipped: list[dict[str, Any]]) -> None:
+    """A split needs 3 subjects with usable nights; fewer is refused naming them and every night left out, why."""
+    if len(subjects) >= 3:
+        return
+    left_out = "; ".join(f"{entry['file']}: {entry['reason']}" for entry in skipped)
+    raise SleepEDFError(
+        f"{len(subjects)} subject(s) with usable nights ({', '.join(map(str, subjects)) or 'none'}); a train/val/test "
+        f"split needs at least 3. "
+        + (f"Nights left out: {left_out}" if skipped else "No night was left out: the raw files hold no other subject.")
+    )
+
+
 def grid_windows(lengths: np.ndarray, context: int) -> tuple[np.ndarray, np.ndarray]:
     """(night index, start token) of every full non-overlapping window of `context` tokens, night by night."""
     per_night = np.asarray(lengths, dtype=np.int64) // context
@@ -172,6 +184,7 @@ class SleepEDFDataModule(TokenStoreDataModule):
             nights.append(scanned)
         for entry in skipped:
             log.info("skipped %s (%s): %s", entry["night"], entry["file"], entry["reason"])
+        check_enough_subjects(sorted({night.subject for night in nights}), skipped)
         subjects = split_subjects({n.subject: n.age for n in nights}, self.split_seed)
         split_of = {subject: name for name, members in subjects.items() for subject in members}
         for night in nights:

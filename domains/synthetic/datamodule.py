@@ -59,6 +59,7 @@ class SyntheticDataModule(SequenceDataModule):
         "chance = 0, perfect = 1",
         higher_is_better=True,
         digits=3,
+        equivalence=0.01,  # SPEC 3: +-0.01 of chance-normalised accuracy
     )
     tasks = tuple(TASKS)  # one model per task
     # In distribution, reverse_string separates the encodings (RoPE-like ones learn it at the tiny scale, NoPE does

@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from models.encodings.base import PositionalEncoding, register
+from models.encodings.base import Option, PositionalEncoding, register
 
 
 def sinusoid_table(pos: torch.Tensor, d_model: int) -> torch.Tensor:
@@ -34,6 +34,7 @@ def sinusoid_table(pos: torch.Tensor, d_model: int) -> torch.Tensor:
 class SinusoidalAbsolute(PositionalEncoding):
     name = "ape_sin"
     mechanism = "embedding"
+    option_rules = {"scale": Option("number", why="the table's factor s")}
 
     def __init__(self, *, scale: float = 0.02 * math.sqrt(2), **dims: int) -> None:
         super().__init__(**dims)

@@ -47,19 +47,31 @@ positions without a copy of it: with M = r L, a training forward pass replaces t
   positions to each training example."; the code and the authors' answer are what was run. So that an
   evaluation is deterministic and independent of batching, an evaluation pass of T tokens draws from its own
   generator seeded by T (every window of one length is scored at the same sample; the default generator is left
-  untouched). `random_positions_eval=False` scores at 0..T-1 instead.
+  untouched). That generator is the CPU's on every device, the sample moved to the positions' device afterwards:
+  a CUDA generator draws other numbers from the same seed, so a GPU evaluation would score other positions than a
+  CPU one. `random_positions_eval=False` scores at 0..T-1 instead.
 - ALiBi sees differences of the sampled positions, as every other encoding sees the positions (SPEC 1b). The
   reference's noisy ALiBi samples the distances instead (offset k gets the k-th of a sorted sample: a Toeplitz
   bias); both put training distances anywhere in [0, M).
 An encoding with `max_positions` (a learned table) refuses the option: its table ends below M.
+
+Options: each keyword an encoding's `__init__` takes is declared in its class's `option_rules` (an `Option`: a
+number, a whole number or a flag, and its range), merged along the class's bases (RoPE's `base` serves every
+rotary subclass). `build_encoding` checks the options against the rules before the encoding is built, so a bad
+value fails naming the encoding, the option and the rule ("encoding 'rope': option base=-1 (must be a number > 1
+...)") instead of training on NaN; checks that need the model's sizes (DaRoPE's `n_slow` against the head's
+bands) stay in the constructors. A class whose `__init__` takes an undeclared option is refused when defined.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import math
+import numbers
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -77,6 +89,50 @@ HOOK_OF_MECHANISM = {
 
 _REGISTRY: dict[str, type[PositionalEncoding]] = {}
 RANDOM_EVAL_ENTROPY = 0x7A2D_0E15  # an evaluation of T tokens draws its positions from SeedSequence([this, T])
+
+
+DIMENSIONS = ("n_layer", "n_head", "d_model", "context")  # what every encoding is built with; not options
+KIND_WORDS = {"number": "a number", "whole": "a whole number", "flag": "true or false"}
+
+
+def _any(value: Any) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option an encoding takes: its kind, "number" (an int or float, finite), "whole" (an int) or "flag" (a
+    bool), its range (`valid`, stated in words by `rule`) and what it means (`why`); `optional`: None (the default
+    of a derived value) is allowed too."""
+
+    kind: str
+    rule: str = ""
+    valid: Callable[[Any], bool] = _any
+    optional: bool = False
+    why: str = ""  # what the value means, for the error
+
+    def __post_init__(self) -> None:
+        if self.kind not in KIND_WORDS:
+            raise ValueError(f"option kind {self.kind!r} is not one of {list(KIND_WORDS)}")
+
+    @property
+    def requirement(self) -> str:
+        """'must be a number > 1: <why>', 'must be a whole number >= 1 or null: <why>', ..."""
+        words = " ".join(part for part in (KIND_WORDS[self.kind], self.rule) if part)
+        return f"must be {words}{' or null' if self.optional else ''}{': ' + self.why if self.why else ''}"
+
+    def accepts(self, value: Any) -> bool:
+        if value is None:
+            return self.optional
+        if self.kind == "flag":
+            return isinstance(value, bool)
+        if isinstance(value, bool):  # True is an int to Python, not a number here
+            return False
+        if self.kind == "whole" and not isinstance(value, numbers.Integral):
+            return False
+        if not isinstance(value, numbers.Real) or not math.isfinite(value):
+            return False
+        return bool(self.valid(value))
 
 
 def attention_dtype(device: torch.device) -> torch.dtype:
@@ -130,9 +186,20 @@ class PositionalEncoding(nn.Module):
     # FoX's gates) or its tables cover only the distances of one window (the relative biases): `random_positions`
     # would then be ignored or out of range, and is refused
     takes_random_positions: ClassVar[bool] = True
+    # the options this class's __init__ adds (merged with its bases' by `declared_options`; module docstring)
+    option_rules: ClassVar[dict[str, Option]] = {
+        "random_positions": Option("whole", ">= 1", lambda v: v >= 1, optional=True, why="M / L"),
+        "random_positions_eval": Option("flag"),
+    }
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        undeclared = sorted(cls.init_keywords() - set(cls.declared_options()))
+        if undeclared:
+            raise TypeError(
+                f"{cls.__name__}: options {undeclared} of its __init__ have no rule; declare each in option_rules "
+                "(models.encodings.base.Option: its kind and range), so a bad value is refused by name"
+            )
         if cls.mechanism not in HOOK_OF_MECHANISM:
             raise TypeError(f"{cls.__name__}: mechanism {cls.mechanism!r} is not one of {list(HOOK_OF_MECHANISM)}")
         overridden = [
@@ -165,6 +232,39 @@ class PositionalEncoding(nn.Module):
         self.random_positions, self.random_positions_eval = random_positions, bool(random_positions_eval)
         if random_positions is not None:
             self._check_random_positions(random_positions)
+
+    @classmethod
+    def declared_options(cls) -> dict[str, Option]:
+        """Every option the encoding takes and its rule: `option_rules` of the class and of its bases."""
+        merged: dict[str, Option] = {}
+        for klass in reversed(cls.__mro__):
+            merged.update(vars(klass).get("option_rules", {}))
+        return merged
+
+    @classmethod
+    def init_keywords(cls) -> set[str]:
+        """The keywords the __init__ methods of the class and its bases take, the model's sizes left out."""
+        taken = set()
+        for klass in cls.__mro__:
+            if "__init__" in vars(klass) and issubclass(klass, PositionalEncoding):
+                for parameter in inspect.signature(vars(klass)["__init__"]).parameters.values():
+                    if parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+                        taken.add(parameter.name)
+        return taken - {"self", *DIMENSIONS}
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        """Refuse an unknown option or a value outside its rule, by name, before anything is built."""
+        rules = cls.declared_options()
+        unknown = [key for key in options if key not in rules]
+        if unknown:
+            raise ValueError(
+                f"bad options {options} for encoding {cls.name!r}: unknown option{'s' if len(unknown) > 1 else ''} "
+                f"{', '.join(map(repr, unknown))}; its options are {', '.join(sorted(rules)) or 'none'}"
+            )
+        for key, value in options.items():
+            if not rules[key].accepts(value):
+                raise ValueError(f"encoding {cls.name!r}: option {key}={value!r} ({rules[key].requirement})")
 
     def _check_random_positions(self, ratio: Any) -> None:
         if isinstance(ratio, bool) or not isinstance(ratio, int) or ratio < 1:
@@ -210,15 +310,17 @@ class PositionalEncoding(nn.Module):
 
     def sampled_positions(self, T: int, device: torch.device) -> torch.Tensor:
         """(T,) sorted sample without replacement from [0, M), M = random_positions * L: in training from the
-        default generator (seeded per batch by models.training), at evaluation from a generator seeded by T."""
+        default generator of the positions' device (seeded per batch by models.training), at evaluation from a CPU
+        generator seeded by T, moved to `device` (the same positions on every device)."""
         M = self.random_positions * self.context
         if T > M:
             raise ValueError(f"{self.name}: {T} positions cannot be drawn without replacement from [0, {M})")
-        generator = None
-        if not self.training and device.type != "meta":  # meta tensors have no values to draw, nor a generator
-            seed = int(np.random.SeedSequence([RANDOM_EVAL_ENTROPY, T]).generate_state(1)[0])
-            generator = torch.Generator(device=device).manual_seed(seed)
-        return torch.randperm(M, generator=generator, device=device)[:T].sort().values
+        if self.training:
+            return torch.randperm(M, device=device)[:T].sort().values
+        # evaluation: the CPU generator's draw on every device (a CUDA generator draws other numbers), then moved
+        seed = int(np.random.SeedSequence([RANDOM_EVAL_ENTROPY, T]).generate_state(1)[0])
+        generator = torch.Generator(device="cpu").manual_seed(seed)
+        return torch.randperm(M, generator=generator, device="cpu")[:T].sort().values.to(device)
 
     def flops_per_token(self, T: int) -> float:
         """Forward FLOPs per token that this encoding adds to the whole model (all layers) on sequences of T
@@ -311,6 +413,7 @@ def build_encoding(
     name: str, options: dict[str, Any], *, n_layer: int, n_head: int, d_model: int, context: int
 ) -> PositionalEncoding:
     cls = encoding_class(name)
+    cls.check_options(options)
     try:
         return cls(n_layer=n_layer, n_head=n_head, d_model=d_model, context=context, **options)
     except TypeError as err:

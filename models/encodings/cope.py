@@ -61,7 +61,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.encodings.base import PositionalEncoding, outside_autocast, register
+from models.encodings.base import Option, PositionalEncoding, outside_autocast, register
 from models.encodings.rope import at_least_fp32
 
 # Tile shape defaults per device. CPU (measured here, 1 thread): tiles of 64 rows and an 8 MiB workspace run
@@ -78,6 +78,11 @@ class CoPE(PositionalEncoding):
     name = "cope"
     takes_random_positions = False  # contextual positions come from the gates, not from the positions given
     mechanism = "scores"
+    option_rules = {
+        "tile_bytes": Option(
+            "whole", ">= 1", lambda v: v >= 1, optional=True, why="a tile's workspace; null: the device's default"
+        )
+    }
 
     def __init__(self, tile_bytes: int | None = None, **dims: int) -> None:
         super().__init__(**dims)

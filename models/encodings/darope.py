@@ -28,7 +28,7 @@ neglected.
 import torch
 from torch import nn
 
-from models.encodings.base import PositionalEncoding, outside_autocast, register
+from models.encodings.base import Option, PositionalEncoding, outside_autocast, register
 from models.encodings.rope import RoPE, at_least_fp32, fast_band_count, rotate, unit_rotations
 
 EPS = 1e-6
@@ -37,6 +37,8 @@ EPS = 1e-6
 @register
 class DaRoPE(RoPE):
     name = "darope"
+    # null: the wavelength rule; at most the head's d/2 bands (checked when built, with the model's sizes)
+    option_rules = {"n_slow": Option("whole", ">= 0", lambda v: v >= 0, optional=True, why="slow bands")}
 
     def __init__(self, *, base: float = 500_000.0, n_slow: int | None = None, **dims: int) -> None:
         super().__init__(base=base, **dims)

@@ -44,7 +44,7 @@ FLOPs per token (`flops_per_token`): one add of the bias per visible key, head a
 import torch
 from torch import nn
 
-from models.encodings.base import PositionalEncoding, causal_logits, outside_autocast, register
+from models.encodings.base import Option, PositionalEncoding, causal_logits, outside_autocast, register
 from models.encodings.relative_bias import LagLogits, lag_logits
 
 EPS = 1e-6  # added to the normaliser, as in that code
@@ -61,6 +61,7 @@ class FIRE(PositionalEncoding):
     name = "fire"
     takes_random_positions = False  # its lag table covers the distances of one window
     mechanism = "bias"
+    option_rules = {"width": Option("whole", ">= 1", lambda v: v >= 1, why="the MLP's hidden units")}
 
     def __init__(self, *, width: int = 32, **dims: int) -> None:
         super().__init__(**dims)

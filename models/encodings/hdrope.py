@@ -31,7 +31,7 @@ import math
 
 import torch
 
-from models.encodings.base import outside_autocast, register
+from models.encodings.base import Option, outside_autocast, register
 from models.encodings.rope import at_least_fp32, rotate
 from models.encodings.rope_dup import DuplicatedRoPE
 
@@ -59,6 +59,7 @@ def paley_conference_matrix(order: int) -> torch.Tensor:
 @register
 class HDRoPE(DuplicatedRoPE):
     name = "hdrope"
+    option_rules = {"block": Option("whole", "in {4, 8}", lambda v: v in (4, 8), why="channels per rotation block")}
 
     def __init__(self, *, block: int = 4, base: float = 500_000.0, **dims: int) -> None:
         if block not in (4, 8):

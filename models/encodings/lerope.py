@@ -16,13 +16,16 @@ as RoPE's: 6 d_model per layer; the table and exp(a) are per forward pass and ne
 import torch
 from torch import nn
 
-from models.encodings.base import register
+from models.encodings.base import Option, register
 from models.encodings.rope import RoPE, at_least_fp32
 
 
 @register
 class LeRoPE(RoPE):
     name = "lerope"
+    option_rules = {
+        "clip_norm": Option("number", "> 0", lambda v: v > 0, why="the gradient norm its group is clipped to")
+    }
 
     def __init__(self, *, base: float = 10_000.0, clip_norm: float = 1.0, **dims: int) -> None:
         super().__init__(base=base, **dims)

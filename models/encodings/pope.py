@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.encodings.base import PositionalEncoding, register
-from models.encodings.rope import at_least_fp32
+from models.encodings.rope import BASE, at_least_fp32
 
 
 def token_major(x: torch.Tensor) -> torch.Tensor:
@@ -51,6 +51,7 @@ def token_major(x: torch.Tensor) -> torch.Tensor:
 class PoPE(PositionalEncoding):
     name = "pope"
     mechanism = "qk"
+    option_rules = {"base": BASE}  # theta_c = base^(-c/d) must fall with c
 
     def __init__(self, *, base: float = 10_000.0, **dims: int) -> None:
         super().__init__(**dims)

@@ -12,13 +12,14 @@ token and layer.
 
 import torch
 
-from models.encodings.base import register
+from models.encodings.base import Option, register
 from models.encodings.rope import RoPE, rope_frequencies
 
 
 @register
 class PartialRoPE(RoPE):
     name = "prope"
+    option_rules = {"p": Option("number", "in [0, 1]", lambda v: 0 <= v <= 1, why="the fraction of bands that rotate")}
 
     def __init__(self, *, p: float = 0.75, base: float = 10_000.0, **dims: int) -> None:
         if not 0.0 <= p <= 1.0:

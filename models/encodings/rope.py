@@ -31,7 +31,10 @@ import math
 
 import torch
 
-from models.encodings.base import PositionalEncoding, register
+from models.encodings.base import Option, PositionalEncoding, register
+
+# base > 1: theta_j = base^(-2j/d) falls with j (fast bands first); base <= 0 makes the angles inf or NaN
+BASE = Option("number", "> 1", lambda v: v > 1, why="theta_j = base^(-2j/d) must fall with j")
 
 
 def rope_frequencies(head_dim: int, base: float) -> torch.Tensor:
@@ -73,6 +76,7 @@ def rotate(x: torch.Tensor, rotation: torch.Tensor) -> torch.Tensor:
 class RoPE(PositionalEncoding):
     name = "rope"
     mechanism = "qk"
+    option_rules = {"base": BASE}
 
     def __init__(self, *, base: float = 10_000.0, **dims: int) -> None:
         super().__init__(**dims)

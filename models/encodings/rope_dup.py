@@ -10,13 +10,14 @@ Computed and counted as RoPE (models.encodings.rope): 6 d_model FLOPs per token 
 
 import torch
 
-from models.encodings.base import register
+from models.encodings.base import Option, register
 from models.encodings.rope import RoPE, rope_frequencies
 
 
 @register
 class DuplicatedRoPE(RoPE):
     name = "rope_dup"
+    option_rules = {"block": Option("whole", "in {2, 4, 8}", lambda v: v in (2, 4, 8), why="dividing the head dim")}
 
     def __init__(self, *, block: int = 4, base: float = 500_000.0, **dims: int) -> None:
         self.block = int(block)

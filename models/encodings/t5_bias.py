@@ -29,7 +29,7 @@ import math
 import torch
 from torch import nn
 
-from models.encodings.base import PositionalEncoding, causal_logits, register
+from models.encodings.base import Option, PositionalEncoding, causal_logits, register
 from models.encodings.relative_bias import lag_logits
 
 
@@ -48,6 +48,10 @@ class T5Bias(PositionalEncoding):
     name = "t5_bias"
     takes_random_positions = False  # its lag table covers the distances of one window
     mechanism = "bias"
+    option_rules = {  # and max_distance > buckets / 2, checked when built
+        "buckets": Option("whole", "even and >= 2", lambda v: v >= 2 and v % 2 == 0),
+        "max_distance": Option("whole", ">= 2", lambda v: v >= 2, why="the longest distance bucketed"),
+    }
 
     def __init__(self, *, buckets: int = 32, max_distance: int = 128, **dims: int) -> None:
         super().__init__(**dims)

@@ -13,8 +13,18 @@ Choices (references: torchscale's `XPOS`, x-transformers' `RotaryEmbedding(use_x
 - c is the centre of the window's positions, (min + max) / 2 ((T - 1) / 2 for 0..T-1), computed on the device from
   the positions themselves: no host sync, and it stays central under randomized positions. torchscale centres at
   ceil(T/2) and x-transformers at floor(T/2); any c gives the same scores, and the exact centre makes the largest
-  power, |m - c| / B <= (T - 1) / 2B, as small as it can be: zeta_0^(-(T - 1)/2B) stays finite in fp32 (and
-  bf16) up to T of about 72k tokens (0.2857^-70.8 is fp32's largest value).
+  power, |m - c| / B <= S / 2B over a span S = max - min of positions, as small as it can be.
+- The decay saturates far from c, so that no score overflows. A masked entry (key n after query m) carries
+  zeta_j^(-(n - m)/B) whatever c is (the factorisation into a q and a k table is unique up to c), and attention
+  kernels that add the -inf causal mask to q.k (SDPA's math kernel) turn its overflow into NaN: in fp32 from a
+  span of about 36k (0.2857^(-36k/512) = 2^127). So each table entry is clamped to [2^-E, 2^E], E = 50 for fp32
+  tables (`decay_limit`: half the dtype's exponent range less 14): a masked entry stays below 2^100 |q||k|, finite
+  for any realistic q and k. The clamp is the decay with positions clipped to c +- W_j, W_j = B E ln 2 / ln(1 /
+  zeta_j) (band 0: 14.2k tokens at B = 512): a visible score is RoPE's per band times zeta_j^((m' - n')/B), with m'
+  and n' the clipped positions, which is xPos's zeta_j^((m - n)/B) wherever both lie within W_j of c, and never a
+  stronger decay than xPos's. Up to a span of 2 W_0 (28k tokens) nothing is clamped and the tables are the plain
+  powers, bit for bit; the suite trains and evaluates far inside it (L <= 2048; randomized positions up to 8 L).
+  Beyond it the slowest-decaying bands stay exact longest (zeta -> 1: W_j -> infinity).
 - Both components of band j, the pair (x_{2j}, x_{2j+1}) that RoPE rotates, share zeta_j (torchscale's
   `duplicate_interleave`, x-transformers' stacked scale): a real factor on the complex number x_{2j} + i x_{2j+1}.
   So it is folded into RoPE's (cos, sin) table, one table for q (zeta^(+)) and one for k (zeta^(-)), and q and k
@@ -27,9 +37,11 @@ FLOPs: RoPE's, 6 d_model per layer (the complex product on q and k). The decay r
 (built once, shared by the batch and the layers, neglected like RoPE's).
 """
 
+import math
+
 import torch
 
-from models.encodings.base import PositionalEncoding, register
+from models.encodings.base import Option, PositionalEncoding, register
 from models.encodings.rope import RoPE, rotate, unit_rotations
 
 
@@ -44,6 +56,13 @@ def window_centre(pos: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return (pos.amin() + pos.amax()).to(dtype) / 2
 
 
+def decay_limit(dtype: torch.dtype) -> float:
+    """The largest factor a decay table holds, 2^E with E = e / 2 - 14 for a dtype whose values stay below 2^e (fp32
+    and bf16: 2^50, fp64: 2^498): a q factor times a k factor stays below 2^(e - 28) (module docstring)."""
+    exponent = math.ceil(math.log2(torch.finfo(dtype).max))  # 128 for fp32
+    return 2.0 ** (exponent // 2 - 14)
+
+
 def decay_powers(
     pos: torch.Tensor, zeta: torch.Tensor, scale_base: float, centre: torch.Tensor | float
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -55,6 +74,10 @@ def decay_powers(
 @register
 class XPos(RoPE):
     name = "xpos"  # mechanism "qk" and the rotation come from RoPE
+    option_rules = {
+        "gamma": Option("number", "> 0", lambda v: v > 0, why="zeta_j = (2j/d + gamma)/(1 + gamma) must be positive"),
+        "scale_base": Option("number", "> 0", lambda v: v > 0, why="B, the decay's length scale in tokens"),
+    }
 
     def __init__(self, *, base: float = 10_000.0, gamma: float = 0.4, scale_base: float = 512.0, **dims: int) -> None:
         super().__init__(base=base, **dims)
@@ -66,6 +89,8 @@ class XPos(RoPE):
         pos = PositionalEncoding.prepare(self, pos)  # the positions used (randomized ones included)
         rotation = unit_rotations(self.angles(pos))
         up, down = decay_powers(pos, self.zeta, self.scale_base, window_centre(pos, self.zeta.dtype))
+        limit = decay_limit(up.dtype)  # saturation far from the centre: every score stays finite (module docstring)
+        up, down = up.clamp(1 / limit, limit), down.clamp(1 / limit, limit)
         return rotation * up[..., None], rotation * down[..., None]
 
     def transform_qk(self, q, k, state, x, layer):

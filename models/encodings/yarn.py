@@ -20,7 +20,7 @@ import math
 
 import torch
 
-from models.encodings.base import register
+from models.encodings.base import Option, register
 from models.encodings.rope import RoPE, rope_frequencies
 
 BETA_FAST, BETA_SLOW = 32.0, 1.0
@@ -47,6 +47,7 @@ class YaRN(RoPE):
     """Evaluation only: pipelines.train refuses it (there is nothing to train that `rope` does not)."""
 
     name = "yarn"
+    option_rules = {"scale": Option("number", ">= 1", lambda v: v >= 1, why="s = L_eval / L: YaRN extends the context")}
     evaluation_only = True
 
     def __init__(self, *, base: float = 10_000.0, scale: float = 1.0, **dims: int) -> None:

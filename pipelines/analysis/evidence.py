@@ -1,26 +1,34 @@
 """Which runs a comparison may use (SPEC section 3).
 
-1. Completeness: every expected (group, encoding, seed) of a domain (the combinations of the groups, encodings and
-   seeds seen in its run folders) without a finished result is listed, never dropped: no run folder, failed (with
-   its error) or unfinished.
-2. Common seeds: a domain's comparison uses only the seeds that every compared encoding finished ("within a domain
-   and seed, every encoding sees the same data"), so a lost seed cannot average one encoding over fewer seeds than
-   the others; the seeds left out are reported (SeedSelection).
+1. Completeness: every expected (group, encoding, seed) of a domain without a finished result is listed, never
+   dropped: no run folder, failed (with its error) or unfinished. Expected: the combinations of the groups,
+   encodings and seeds seen in its run folders; under a design of `make settle`, the combinations of its first
+   look's seeds, and every run folder the design's later looks started.
+2. Seeds: each encoding is scored over the seeds it finished, and each pair is compared on the seeds both finished
+   (seed k shares its data order across encodings: "within a domain and seed, every encoding sees the same
+   data"). SeedSelection states the seeds every encoding finished, of those with a run folder.
 3. Comparability: the finished runs of one group (the domain, or one of its tasks) must agree on their data hashes,
    token budget (max_steps x batch_size x context), model (config.model and the parameters outside the encoding)
-   and preset; otherwise IncomparableRunsError names the groups of runs ("every encoding sees the same data in the
-   same order with the same token budget").
+   preset, trainer and optimiser settings and domain settings (pipelines.runs.settings: all but what cannot change a
+   result); otherwise IncomparableRunsError names the groups of runs ("every encoding sees the same data in the
+   same order with the same token budget"). A folder whose manifest names another run (copied, linked) is refused.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pipelines.runs.layout import FAILED, MANIFEST, RunFolder, RunKey
+from pipelines.runs.layout import FAILED, MANIFEST, RunFolder, RunKey, is_derived
 from pipelines.runs.metrics import read_run_json, run_file_error
+from pipelines.runs.settings import effective_batch, fixed_properties
+
+if TYPE_CHECKING:
+    from pipelines.analysis.matrix import Evidence
+    from pipelines.analysis.sequential import Design
 
 
 class EvidenceError(ValueError):
@@ -29,10 +37,6 @@ class EvidenceError(ValueError):
 
 class IncomparableRunsError(EvidenceError):
     """Finished runs of one domain (one task) differ in what SPEC 3 holds fixed."""
-
-
-class IncompleteEvidenceError(EvidenceError):
-    """No seed was finished by every encoding of a domain."""
 
 
 def finished_by(runs: Iterable[RunFolder], *keys: str) -> dict[tuple, list[RunFolder]]:
@@ -44,21 +48,27 @@ def finished_by(runs: Iterable[RunFolder], *keys: str) -> dict[tuple, list[RunFo
     return dict(grouped)
 
 
-def missing_runs(runs: list[RunFolder]) -> list[str]:
+def missing_runs(runs: list[RunFolder], design: Design | None = None) -> list[str]:
     """One line per expected run without a finished result (see the module docstring)."""
     present = {(r.key.task, r.encoding, r.seed): r for r in runs}
     domain = runs[0].domain
+    seeds = sorted({r.seed for r in runs}) if design is None else list(design.look_seeds(0))
+    expected = {
+        (task, encoding, seed)
+        for task in {r.key.task for r in runs}
+        for encoding in {r.encoding for r in runs}
+        for seed in seeds
+        if design is None or not is_derived(encoding)
+    } | set(present)
     lines = []
-    for task in sorted({r.key.task for r in runs}, key=lambda t: t or ""):
-        for encoding in sorted({r.encoding for r in runs}):
-            for seed in sorted({r.seed for r in runs}):
-                run = present.get((task, encoding, seed))
-                if run is None:
-                    lines.append(f"{RunKey(domain, task, encoding, seed).label}: no run folder")
-                elif run.failed:
-                    lines.append(f"{run.label}: failed ({read_run_json(run, run.path / FAILED).get('error')})")
-                elif not run.finished:
-                    lines.append(f"{run.label}: unfinished (no done.json)")
+    for task, encoding, seed in sorted(expected, key=lambda k: (k[0] or "", k[1], k[2])):
+        run = present.get((task, encoding, seed))
+        if run is None:
+            lines.append(f"{RunKey(domain, task, encoding, seed).label}: no run folder")
+        elif run.failed:
+            lines.append(f"{run.label}: failed ({read_run_json(run, run.path / FAILED).get('error')})")
+        elif not run.finished:
+            lines.append(f"{run.label}: unfinished (no done.json)")
     return lines
 
 
@@ -78,11 +88,12 @@ def manifest_value(run: RunFolder, *keys: str):
 
 @dataclass(frozen=True)
 class SeedSelection:
-    """The seeds a domain's comparison uses (finished by every compared encoding) of those it expected (every seed
-    with a run folder in the domain)."""
+    """The seeds every compared encoding finished (`used`) of those with a run folder in the domain (`expected`),
+    and the seeds each encoding finished (`per_encoding`): each encoding is scored over its own."""
 
     used: list[int]
     expected: list[int]
+    per_encoding: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def left_out(self) -> list[int]:
@@ -90,65 +101,90 @@ class SeedSelection:
 
     @property
     def label(self) -> str:
-        """`3 seeds`, or `2/3 seeds` when some were left out."""
+        """`3 seeds`, or `2/3 seeds` when some were not finished by every encoding."""
         used, expected = len(self.used), len(self.expected)
         return f"{used} seed{'s' * (used != 1)}" if used == expected else f"{used}/{expected} seeds"
 
+    @property
+    def uniform(self) -> bool:
+        """Every encoding finished the same seeds."""
+        return len({tuple(seeds) for seeds in self.per_encoding.values()}) <= 1
 
-def select_seeds(runs: list[RunFolder], compared: Iterable[list[RunFolder]]) -> SeedSelection:
-    """The seeds every group of finished runs in `compared` (one per encoding, or per task and encoding) holds.
-    IncompleteEvidenceError naming the groups when no seed is common to all of them."""
-    compared = [group for group in compared if group]
+
+def seed_selection(runs: list[RunFolder], evidence: Evidence | None) -> SeedSelection:
+    """The seeds of a domain's comparison (see SeedSelection); none used without evidence."""
     expected = sorted({run.seed for run in runs if not run.derived})
-    used = set(expected)
-    for group in compared:
-        used &= {run.seed for run in group}
-    if not used:
-        held = "; ".join(f"{g[0].key.group_label}/{g[0].encoding}: {[r.seed for r in g]}" for g in compared)
-        raise IncompleteEvidenceError(
-            f"{runs[0].domain}: no seed was finished by every compared encoding, so no comparison on the same data is "
-            f"possible (finished seeds: {held}); finish the missing runs (make train) or compare fewer encodings"
+    if evidence is None:
+        return SeedSelection([], expected)
+    per_encoding = {name: evidence.seeds_of(name) for name in evidence.encodings}
+    return SeedSelection(evidence.common_seeds(), expected, per_encoding)
+
+
+def check_key(run: RunFolder, manifest: dict) -> None:
+    """The folder is what its manifest says it is (a copied or linked folder is refused, naming both)."""
+    recorded = manifest.get("run", {})
+    try:
+        key = RunKey(recorded["domain"], recorded.get("task") or None, recorded["pe_id"], int(recorded["seed"]))
+    except (KeyError, TypeError, ValueError):
+        raise run_file_error(run, run.path / MANIFEST, "no run key (run.domain, task, pe_id, seed)") from None
+    if key != run.key:
+        raise IncomparableRunsError(
+            f"{run.path}: the folder says {run.label} but its manifest records {key.label} (a copied or linked run "
+            "folder?); move it back or delete it: counting it as what its path says would add a run that does not "
+            "exist"
         )
-    return SeedSelection(sorted(used), expected)
-
-
-def with_seeds(runs: list[RunFolder], seeds: SeedSelection) -> list[RunFolder]:
-    """The runs of the selected seeds."""
-    return [run for run in runs if run.seed in seeds.used]
 
 
 def run_properties(run: RunFolder) -> dict[str, str]:
     """What must agree between the finished runs of one domain or task, each as printable text.
 
     The model is config.model (the encoding is its own config group) and the parameter count outside the
-    encoding, n_params - encoding["parameters"]: encodings legitimately add their own parameters.
-    """
+    encoding, n_params - encoding["parameters"]: encodings legitimately add their own parameters. The trainer and
+    optimiser settings and the domain's arguments are everything of config.trainer and config.domain that can
+    change a result (pipelines.runs.settings)."""
     manifest = read_run_json(run, run.path / MANIFEST)
+    check_key(run, manifest)
 
     def get(*keys):
         return _value(run, manifest, *keys)
 
     model = get("config", "model")
     trainer = get("config", "trainer")
-    devices = trainer.get("devices", 1)
-    # the effective batch: per device x accumulated micro-batches x devices (runs from before accumulation: 1)
-    batch = (
-        get("config", "trainer", "batch_size")
-        * trainer.get("accumulate", 1)
-        * (devices if isinstance(devices, int) else 1)
-    )
+    batch = effective_batch(trainer)
     steps, context = get("config", "trainer", "max_steps"), model.get("context")
     if context is None:
         raise run_file_error(run, run.path / MANIFEST, "no config.model.context")
     non_encoding = get("n_params") - get("encoding", "parameters")
     model_text = ", ".join(f"{key}={value}" for key, value in sorted(model.items()))
+    fixed = fixed_properties(manifest)
+
+    budget = ("trainer.max_steps", "trainer.batch_size", "trainer.accumulate")  # in the token budget already
+
+    def listed(prefix: str) -> str:
+        kept = sorted((k, v) for k, v in fixed.items() if k.startswith(prefix) and k not in budget)
+        return ", ".join(f"{k.removeprefix(prefix)}={v}" for k, v in kept)
+
     return {
         "data hashes": ", ".join(f"{name}={digest}" for name, digest in sorted(get("data_hashes").items())),
         "token budget (max_steps x effective batch x context)": f"{steps} x {batch} x {context} = "
         f"{steps * batch * context}",
         "model (config.model and the parameters outside the encoding)": f"{model_text}; {non_encoding} parameters",
         "preset": str(get("run", "preset")),
+        "trainer and optimiser settings (config.trainer but what cannot change a result)": listed("trainer."),
+        "domain settings (config.domain.args)": listed("domain."),
     }
+
+
+def commits(runs: list[RunFolder]) -> dict[str, list[str]]:
+    """The code commits the finished runs were trained at (`<sha>` or `<sha>+dirty`) -> their labels: differing
+    commits are reported, not refused (what they change is refused by check_comparable)."""
+    held = defaultdict(list)
+    for run in runs:
+        if run.finished:
+            git = read_run_json(run, run.path / MANIFEST).get("git") or {}
+            sha = (git.get("sha") or "unknown")[:12] + ("+dirty" if git.get("dirty") else "")
+            held[sha].append(run.label)
+    return dict(held)
 
 
 def check_comparable(runs: list[RunFolder]) -> None:
@@ -165,8 +201,8 @@ def check_comparable(runs: list[RunFolder]) -> None:
                 problems.append(f"{group_runs[0].key.group_label}: the runs differ in {name}:{groups}")
     if problems:
         raise IncomparableRunsError(
-            "refusing to compare runs that must share data, token budget, model and preset (SPEC 3):\n"
-            + "\n".join(problems)
+            "refusing to compare runs that must share data, token budget, model, preset and training settings "
+            "(SPEC 3):\n" + "\n".join(problems)
         )
 
 

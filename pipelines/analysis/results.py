@@ -10,7 +10,10 @@ import numpy as np
 from domains.base import Metric
 from pipelines.analysis.curves import Curve, PositionNLL
 from pipelines.analysis.evidence import SeedSelection
+from pipelines.analysis.matrix import Evidence
+from pipelines.analysis.sequential import SeedVerdicts
 from pipelines.analysis.stats import FriedmanResult, PairedResult, mean_ci, ranks, within_example_ci
+from pipelines.analysis.verdict import PairVerdict
 
 TEST_SPLIT = "test"
 # SPEC 3: "ref = `darope` by default, configurable".
@@ -25,8 +28,9 @@ class Entry:
     over the tasks) over the `n` examples (tasks), with two 95% intervals: the within-example interval of SPEC 3
     (ci_lo, ci_hi: Cousineau's normalisation with Morey's correction, what paper 000's Figure 3 draws) and the
     ordinary t-interval between examples (between_lo, between_hi), much wider where examples differ in difficulty.
-    `seed_scores` is the same score from each seed alone. `test` is the paired test against the reference
-    (domains compared per example).
+    `seed_scores` is the same score from each seed alone (the seeds this encoding finished). `verdict` is the
+    seed-aware verdict against the reference (the headline); `test` is paper 000 C.2's per-example paired test
+    against it (domains compared per example), conditional on the trained models.
     """
 
     encoding: str
@@ -38,6 +42,7 @@ class Entry:
     n: int
     seed_scores: dict[int, float]
     test: PairedResult | None = None
+    verdict: PairVerdict | None = None
 
     @property
     def seed_sd(self) -> float:
@@ -80,7 +85,7 @@ class DomainResult:
     domain: str
     metric: Metric
     preset: str
-    seeds: SeedSelection  # the seeds every compared encoding finished, of those expected
+    seeds: SeedSelection  # the seeds every compared encoding finished, of those with a run folder
     ref: str | None  # the reference of the paired tests, None when there are none
     no_tests_reason: str | None  # why there are no paired tests (domains compared per example)
     entries: dict[str, Entry]  # best first
@@ -93,6 +98,9 @@ class DomainResult:
     # Friedman test over the test examples (blocks) of the encodings in `entries` order, with the Nemenyi critical
     # difference: a domain compared per example with at least 2 examples and 2 encodings
     example_friedman: FriedmanResult | None = None
+    verdicts: SeedVerdicts | None = None  # the seed-aware verdicts (primary family, every pair, variance)
+    evidence: Evidence | None = None  # the (encoding, seed, example) scores every statistic was computed from
+    commits: dict[str, list[str]] = field(default_factory=dict)  # code commit -> the finished runs trained at it
 
     @property
     def per_example(self) -> bool:
@@ -119,7 +127,10 @@ class DomainResult:
 
 
 def entries_with_intervals(
-    scores: dict[str, np.ndarray], seed_scores: dict[str, dict[int, float]], tests: dict[str, PairedResult]
+    scores: dict[str, np.ndarray],
+    seed_scores: dict[str, dict[int, float]],
+    tests: dict[str, PairedResult],
+    verdicts: dict[str, PairVerdict],
 ) -> dict[str, Entry]:
     """An Entry per encoding from its scores over the same blocks (examples or tasks, aligned), with the
     within-example interval over the encodings compared together and the between-example t-interval."""
@@ -139,5 +150,6 @@ def entries_with_intervals(
             matrix.shape[1],
             seed_scores[name],
             tests.get(name),
+            verdicts.get(name),
         )
     return entries

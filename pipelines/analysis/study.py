@@ -15,12 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from scipy import stats as sps
 
 from pipelines.analysis.domain import analyse_domain
 from pipelines.analysis.evidence import missing_runs
 from pipelines.analysis.recency import StudyRecency, study_recency
-from pipelines.analysis.results import DEFAULT_REF, DomainResult
+from pipelines.analysis.results import DEFAULT_REF, TEST_SPLIT, DomainResult
+from pipelines.analysis.sequential import read_design
 from pipelines.analysis.stats import FriedmanResult, cd_groups, friedman, summarise_ranks
+from pipelines.analysis.verdict import BOOTSTRAP_SEED
 from pipelines.experiment.config import domain_names
 from pipelines.runs.layout import discover_runs, present_domains
 
@@ -58,6 +61,8 @@ class Study:
     # domain with tasks is in the study too
     per_example_mean_rank: dict[str, tuple[float, float]] | None
     friedman: dict[str, BlockTest | str]  # "domains", "<domain> tasks" -> the test or why it was not run
+    # the mean rank's uncertainty over training seeds: encoding -> (2.5%, 97.5% percentiles, P(best mean rank))
+    rank_interval: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     recency: StudyRecency = field(default_factory=lambda: StudyRecency([], []))  # the inspected runs' attention
 
     @property
@@ -107,6 +112,51 @@ def mean_ranks(results: list[DomainResult]) -> dict[str, tuple[float, float]]:
     return summarise_ranks(result.ranks(among=common) for result in results)
 
 
+RANK_REPLICATES = 10_000
+
+
+def rank_uncertainty(results: list[DomainResult], replicates: int = RANK_REPLICATES) -> dict[str, tuple]:
+    """The mean rank's 95% interval and P(rank 1) of each encoding scored in every domain, by resampling seeds
+    within each domain: each replicate draws, for every encoding of every domain, its seeds with replacement and
+    takes the mean of their scores as its score there; ranks within each domain, mean over the domains. P(rank 1):
+    the share of replicates where the encoding's mean rank is the best (ties shared). Fixed random numbers."""
+    common = sorted(set.intersection(*(set(result.entries) for result in results))) if results else []
+    if not common:
+        return {}
+    rng = np.random.default_rng([BOOTSTRAP_SEED, 2])
+    total = np.zeros((replicates, len(common)))
+    for result in results:
+        sign = -1.0 if result.metric.higher_is_better else 1.0
+        scores = np.empty((replicates, len(common)))
+        for j, name in enumerate(common):
+            seed_scores = np.array(list(result.entries[name].seed_scores.values()))
+            pick = rng.integers(seed_scores.size, size=(replicates, seed_scores.size))
+            scores[:, j] = seed_scores[pick].mean(axis=1)
+        total += sps.rankdata(sign * scores, method="average", axis=1)
+    mean_rank = total / len(results)
+    best = mean_rank == mean_rank.min(axis=1, keepdims=True)
+    p_best = (best / best.sum(axis=1, keepdims=True)).mean(axis=0)
+    lo, hi = np.percentile(mean_rank, [2.5, 97.5], axis=0)
+    return {name: (float(lo[j]), float(hi[j]), float(p_best[j])) for j, name in enumerate(common)}
+
+
+def friedman_blocks(results: list[DomainResult]) -> tuple[dict[str, dict[str, float]], list[bool]]:
+    """The blocks of the study's Friedman test: each domain compared per example, and each task of a domain with
+    tasks as a dataset of its own (its chance-normalised test accuracy); with each block's direction."""
+    table, higher = {}, []
+    for result in results:
+        if result.tasks is None:
+            table[result.domain] = result.scores()
+            higher.append(result.metric.higher_is_better)
+            continue
+        for task, row in result.tasks.cells[TEST_SPLIT].items():
+            table[f"{result.domain}/{task}"] = {
+                enc: cell.chance_normalised for enc, cell in row.items() if enc in result.entries
+            }
+            higher.append(True)
+    return table, higher
+
+
 def build_study(
     runs_root: Path, ref: str | None, results: list[DomainResult], unfinished: dict[str, list[str]]
 ) -> Study:
@@ -124,12 +174,11 @@ def build_study(
     per_example = [result for result in results if result.per_example]
     per_example_mean_rank = mean_ranks(per_example) if per_example and len(per_example) < len(results) else None
 
+    blocks, higher = friedman_blocks(results)
     tests = {
-        "domains": friedman_over(
-            {result.domain: result.scores() for result in results},
-            [result.metric.higher_is_better for result in results],
-            "domains",
-        )
+        "domains": friedman_over(blocks, higher, "blocks (domains, each synthetic task one)")
+        if len(results) >= 2
+        else f"not run: needs at least 2 domains; here {len(results)}"
     }
     for result in results:
         if result.tasks is not None:
@@ -145,6 +194,7 @@ def build_study(
         partial_ranks=partial,
         per_example_mean_rank=per_example_mean_rank,
         friedman=tests,
+        rank_interval=rank_uncertainty(results),
     )
 
 
@@ -161,7 +211,7 @@ def analyse_study(runs_root: Path, domains: list[str] | None, ref: str | None) -
         if not any(run.finished for run in runs):
             unfinished[domain] = missing_runs(runs)
             continue
-        results.append(analyse_domain(domain, runs, ref))
+        results.append(analyse_domain(domain, runs, ref, read_design(Path(runs_root) / domain)))
         compared += runs
     if not results:
         raise FileNotFoundError(f"no finished run under {runs_root} for {', '.join(names)}")

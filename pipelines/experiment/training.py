@@ -4,8 +4,12 @@ and every sweep worker call.
 The run folder is a function of the config (pipelines.runs.layout). The trainer settings are checked before
 anything is written (TrainerSettings), and the folder is held by one process at a time (pipelines.runs.lock). A
 run with DONE is skipped; a run with a checkpoint resumes from it (the data stream restarts at the restored step,
-so the resumed run sees the batches the uninterrupted one would). A NaN loss stops the run with FAILED and no
-results; the last good checkpoint stays. The training metrics go to <run>/logs/ (pipelines.experiment.loggers).
+so the resumed run sees the batches the uninterrupted one would). A run folder is one experiment: each checkpoint
+stores what it was trained with (the resolved config less what cannot change a result, pipelines.runs.settings,
+and the data hashes), and a resume with anything else is refused before anything is written, naming the folder,
+the setting and both values
+(ResumeMismatchError; a longer max_steps too: it sizes the cosine schedule). A NaN loss stops the run with FAILED
+and no results; the last good checkpoint stays. The training metrics go to <run>/logs/ (pipelines.experiment.loggers).
 A rope run with evaluation splits longer than its context also writes its YaRN sibling
 (pipelines.experiment.evaluation).
 """
@@ -16,6 +20,7 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
@@ -30,6 +35,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from domains.atomic import atomic_path, write_json
+from domains.base import SequenceDataModule
 from models.gpt import GPTConfig
 from models.training import DecoderLM, OptimConfig
 from pipelines.experiment.config import build_datamodule, model_config
@@ -39,6 +45,7 @@ from pipelines.runs.layout import CHECKPOINTS, DONE, FAILED, RunKey, run_folder
 from pipelines.runs.lock import RunLock
 from pipelines.runs.manifest import write_run_manifest
 from pipelines.runs.model_file import save_run_model
+from pipelines.runs.settings import RESULT_NEUTRAL, flat_settings, without
 
 log = logging.getLogger("posbench.train")
 
@@ -110,6 +117,100 @@ class TrainerSettings:
         return cls(**settings)
 
 
+TRAINED_WITH = "posbench_trained_with"  # the checkpoint's entry: {"settings": ..., "data_hashes": ...}
+_UNSET = object()
+
+
+class ResumeMismatchError(ValueError):
+    """The config resuming a run differs from what its checkpoint was trained with."""
+
+
+def trained_settings(cfg: DictConfig, vocab_size: int) -> dict[str, Any]:
+    """What a run is trained with, as dotted keys: the resolved config less what cannot change its result
+    (pipelines.runs.settings.RESULT_NEUTRAL), and the vocabulary."""
+    kept = without(flat_settings(OmegaConf.to_container(cfg, resolve=True)), RESULT_NEUTRAL)
+    return {**kept, "model.vocab_size": vocab_size}
+
+
+def hparams_settings(hparams: Mapping[str, Any]) -> dict[str, Any]:
+    """DecoderLM's saved hyperparameters (model, optimiser, seed) under the config's dotted keys: what a checkpoint
+    written before TRAINED_WITH existed still tells."""
+    flat: dict[str, Any] = {"seed": hparams.get("seed", _UNSET)}
+    for key, value in (hparams.get("model") or {}).items():
+        if key == "pe":
+            flat["pe.name"] = value
+        elif key == "pe_options":
+            flat.update(flat_settings(value or {}, "pe.options."))
+        else:
+            flat[f"model.{key}"] = value
+    for key, value in (hparams.get("optim") or {}).items():
+        flat["trainer.max_steps" if key == "max_steps" else f"trainer.optim.{key}"] = value
+    return {k: v for k, v in flat.items() if v is not _UNSET}
+
+
+def _shown(value: Any) -> str:
+    if value is _UNSET:
+        return "(not set)"
+    if value is None:
+        return "null"
+    return value if isinstance(value, str) else repr(value)
+
+
+def check_resume(folder: Path, checkpoint: Path, cfg: DictConfig, datamodule: SequenceDataModule) -> None:
+    """Refuse to resume `folder` from `checkpoint` with settings or data other than it was trained with
+    (ResumeMismatchError naming the folder, every differing key and both values); before anything is written."""
+    state = torch.load(checkpoint, map_location="cpu", mmap=True, weights_only=False)
+    now = trained_settings(cfg, datamodule.vocab_size)
+    trained_with = state.get(TRAINED_WITH)
+    if trained_with is None:  # an older checkpoint: its model, optimiser and seed are what can be checked
+        then = hparams_settings(state.get("hyper_parameters") or {})
+        now = {key: now.get(key, _UNSET) for key in then}
+        log.warning(
+            "%s: %s records only the model, optimiser and seed it was trained with; the other settings and the data "
+            "hashes cannot be checked",
+            folder,
+            checkpoint,
+        )
+    else:
+        then = trained_with["settings"]
+    problems = [
+        f"{key} {_shown(now.get(key, _UNSET))}, the checkpoint was trained with {_shown(then.get(key, _UNSET))}"
+        for key in sorted(set(now) | set(then))
+        if now.get(key, _UNSET) != then.get(key, _UNSET)
+    ]
+    if trained_with is not None and not problems:  # the data is compared once the settings agree (it costs more)
+        datamodule.prepare_data()  # what fit does first: the store the hashes are read from
+        hashes, hashes_then = datamodule.data_hashes(), trained_with["data_hashes"]
+        problems = [
+            f"data hash {name} {_shown(hashes.get(name, _UNSET))}, the checkpoint was trained with "
+            f"{_shown(hashes_then.get(name, _UNSET))}"
+            for name in sorted(set(hashes) | set(hashes_then))
+            if hashes.get(name, _UNSET) != hashes_then.get(name, _UNSET)
+        ]
+    if problems:
+        raise ResumeMismatchError(
+            f"{folder}: {'; '.join(problems)}. A run folder is one experiment: resume it with the settings it was "
+            f"trained with (a longer trainer.max_steps too: it sizes the learning-rate schedule), or train the new "
+            f"ones under another runs_root (or delete {folder} to train it anew)"
+        )
+
+
+class RecordTrainedWith(Callback):
+    """Stores in every checkpoint what it was trained with (TRAINED_WITH): the settings and the data hashes."""
+
+    def __init__(self, settings: dict[str, Any], datamodule: SequenceDataModule) -> None:
+        self.settings, self.datamodule = settings, datamodule
+        self.data_hashes: dict[str, str] | None = None
+
+    def on_train_start(self, trainer, module) -> None:  # after prepare_data, before the first step
+        self.data_hashes = self.datamodule.data_hashes()
+
+    def on_save_checkpoint(self, trainer, module, checkpoint: dict[str, Any]) -> None:
+        if self.data_hashes is None:
+            self.data_hashes = self.datamodule.data_hashes()
+        checkpoint[TRAINED_WITH] = {"settings": self.settings, "data_hashes": self.data_hashes}
+
+
 def restored_step(checkpoint: Path) -> int:
     """The step a run resumes at (its checkpoint's, else 0), which the loggers need before Lightning restores the
     checkpoint; memory-mapped, so the weights are not read."""
@@ -135,6 +236,9 @@ def train_and_evaluate(cfg: DictConfig, callbacks: list[Callback] | None = None)
     with RunLock(folder) if rank_zero_only.rank == 0 else nullcontext():
         if (folder / DONE).exists():  # finished by the process whose lock this one waited out
             return folder
+        resume = folder / CHECKPOINTS / "last.ckpt"
+        if rank_zero_only.rank == 0 and resume.exists():
+            check_resume(folder, resume, cfg, datamodule)  # before anything is written
         return _train_and_evaluate(cfg, folder, settings, datamodule, model_cfg, callbacks)
 
 
@@ -184,6 +288,7 @@ def _train_and_evaluate(
                 dirpath=folder / CHECKPOINTS, save_top_k=0, save_last=True, every_n_train_steps=settings.ckpt_every
             ),
             metrics,
+            RecordTrainedWith(trained_settings(cfg, datamodule.vocab_size), datamodule),
             *bar,
             *(callbacks or []),
         ],
@@ -196,6 +301,8 @@ def _train_and_evaluate(
     except Exception as err:
         write_json(folder / FAILED, {"error": f"{type(err).__name__}: {err}", "step": trainer.global_step})
         raise
+    finally:
+        datamodule.close_train_loader()  # its worker threads and processes end with the training
     train_seconds = time.perf_counter() - began
     if not trainer.is_global_zero:  # under DDP the other ranks stop here: rank 0 evaluates and writes the results
         return folder

@@ -15,6 +15,8 @@ from pathlib import Path
 from pipelines.experiment.config import compose_config, datamodule_class
 from pipelines.runs.layout import MANIFEST, TRAIN_METRICS, RunKey, has_tasks
 
+ELSEWHERE = "running elsewhere"  # a job's status when another process holds its run folder (another sweep)
+
 
 @dataclass
 class Job:
@@ -25,7 +27,7 @@ class Job:
     folder: Path
     max_steps: int
     tokens_per_step: int
-    status: str = "queued"  # queued | running | done | failed | skipped
+    status: str = "queued"  # queued | running | done | failed | skipped | running elsewhere (ELSEWHERE)
     error: str | None = None
     began: float | None = None
     seconds: float | None = None
@@ -85,11 +87,13 @@ def plan(
     tasks: list[str] | None = None,
     overrides: list[str] = (),
 ) -> list[Job]:
-    """The runs of one domain's sweep, seeds outermost (a partial sweep has whole seeds first)."""
+    """The runs of one domain's sweep, seeds outermost (a partial sweep has whole seeds first); two runs of one
+    folder (a seed listed twice, two encodings with one id) are refused by name."""
     groups = (
         [[f"domain.args.task={t}"] for t in (tasks or default_tasks(domain, preset))] if has_tasks(domain) else [[]]
     )
     jobs = []
+    planned: dict[Path, list[str]] = {}
     for seed in seeds:
         for group in groups:
             for encoding in encodings:
@@ -104,11 +108,18 @@ def plan(
                 ]
                 cfg = compose_config(run_overrides)
                 key = RunKey.of_config(cfg)
+                folder = key.folder(cfg.runs_root)
+                if folder in planned:
+                    raise ValueError(
+                        f"{folder} is planned twice ({_varying(planned[folder], run_overrides)}): a run folder is "
+                        "trained once; list each seed, encoding and task once"
+                    )
+                planned[folder] = run_overrides
                 jobs.append(
                     Job(
                         overrides=run_overrides,
                         key=key,
-                        folder=key.folder(cfg.runs_root),
+                        folder=folder,
                         max_steps=cfg.trainer.max_steps,
                         tokens_per_step=cfg.trainer.batch_size
                         * cfg.trainer.accumulate
@@ -117,3 +128,10 @@ def plan(
                     )
                 )
     return jobs
+
+
+def _varying(first: list[str], second: list[str]) -> str:
+    """What tells two plans of one run folder apart, e.g. "pe=a and pe=b"; "seed=0 and seed=0" for a repeat."""
+    differ = [f"{a} and {b}" for a, b in zip(first, second, strict=True) if a != b]
+    seed = next(o for o in first if o.startswith("seed="))
+    return "; ".join(differ) or f"{seed} and {seed}"

@@ -6,13 +6,16 @@ CUDA_VISIBLE_DEVICES; on a CPU one per core, each with cores / workers threads. 
 processes that each take many runs, for sweeps of runs lasting seconds. A failed run does not stop the sweep.
 Every run's process dies with the sweep (on Linux, a parent-death signal), so a killed sweep leaves no orphan
 training; and a run folder is held by one process at a time (pipelines.runs.lock), so a rerun never trains a
-folder twice.
+folder twice. A run whose folder another process holds (another sweep of the same runs) is "running elsewhere", not
+failed. Each training process writes its output to a file of its own, <run>/train.<time>.<sweep pid>.out, created
+anew (never truncating another process's log, nor the earlier attempts' of a resumed run).
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import itertools
 import json
 import os
 import signal
@@ -21,12 +24,15 @@ import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from datetime import datetime, timezone
 from multiprocessing import get_context
+from pathlib import Path
 
 from pipelines.experiment.config import compose_config
-from pipelines.launch.jobs import Job
+from pipelines.launch.jobs import ELSEWHERE, Job
 from pipelines.launch.progress import ProgressView
 from pipelines.runs.layout import DONE, FAILED
+from pipelines.runs.lock import LOCKED_EXIT, RunLockedError
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
@@ -59,8 +65,26 @@ def _failure_reason(job: Job, fallback: str) -> str:
         return f"{fallback} ({failed} is unreadable)"
 
 
+def open_log(folder: Path):
+    """A new log file for one training process of the run in `folder`: train.<UTC time>.<this pid>.out, created
+    exclusively (a name taken already, by another host's sweep, gets a counter)."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    for attempt in itertools.count():
+        name = f"train.{stamp}.{os.getpid()}{f'.{attempt}' if attempt else ''}.out"
+        try:
+            return open(folder / name, "x")  # noqa: SIM115  (closed when the process ends)
+        except FileExistsError:
+            continue
+    raise AssertionError("unreachable")
+
+
+def _last_line(path: Path) -> str:
+    lines = path.read_text(errors="replace").strip().splitlines()
+    return lines[-1] if lines else "no output"
+
+
 def _run_isolated(jobs: list[Job], workers: int, threads: int, gpus: list[str], view: ProgressView) -> None:
-    """One `python -m pipelines.train` process per run; output in <run>/train.out."""
+    """One `python -m pipelines.train` process per run; output in a log of its own (open_log)."""
     queue = [job for job in jobs if job.status == "queued"]
     running: dict[subprocess.Popen, tuple[Job, str | None, object]] = {}
     free_gpus = list(gpus)
@@ -69,7 +93,7 @@ def _run_isolated(jobs: list[Job], workers: int, threads: int, gpus: list[str], 
             job = queue.pop(0)
             gpu = free_gpus.pop(0) if free_gpus else None
             job.folder.mkdir(parents=True, exist_ok=True)
-            out = open(job.folder / "train.out", "w")  # noqa: SIM115  (closed when the process ends)
+            out = open_log(job.folder)
             command = [sys.executable, "-m", "pipelines.train", *job.overrides]
             process = subprocess.Popen(
                 command,
@@ -89,9 +113,11 @@ def _run_isolated(jobs: list[Job], workers: int, threads: int, gpus: list[str], 
             job.seconds = time.time() - job.began
             if process.returncode == 0 and (job.folder / DONE).exists():
                 job.status = "done"
+            elif process.returncode == LOCKED_EXIT:  # another process holds the folder: its line names the owner
+                job.status, job.error = ELSEWHERE, _last_line(Path(out.name)).removeprefix("RunLockedError: ")
             else:
-                tail = (job.folder / "train.out").read_text().strip().splitlines()[-1:] or ["no output"]
-                job.status, job.error = "failed", _failure_reason(job, f"exit {process.returncode}: {tail[0]}")
+                tail = _last_line(Path(out.name))
+                job.status, job.error = "failed", _failure_reason(job, f"exit {process.returncode}: {tail}")
         view.update()
 
 
@@ -133,6 +159,8 @@ def _run_pooled(jobs: list[Job], workers: int, threads: int, view: ProgressView)
                     job.status = "done"
                 except BrokenProcessPool:
                     job.status, job.error = "failed", "a worker process died (out of memory?); rerun the sweep"
+                except RunLockedError as err:  # another process holds the folder
+                    job.status, job.error = ELSEWHERE, str(err)
                 except Exception as err:  # the run failed; the sweep goes on
                     job.status, job.error = "failed", _failure_reason(job, f"{type(err).__name__}: {err}")
             view.update()

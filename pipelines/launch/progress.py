@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipelines.launch.jobs import Job
+from pipelines.launch.jobs import ELSEWHERE, Job
 
 
 class ProgressView:
@@ -20,12 +20,13 @@ class ProgressView:
     def _table(self):
         from rich.table import Table
 
-        counts = {s: sum(j.status == s for j in self.jobs) for s in ("done", "skipped", "running", "failed", "queued")}
+        states = ("done", "skipped", "running", "failed", ELSEWHERE, "queued")
+        counts = {s: sum(j.status == s for j in self.jobs) for s in states}
         table = Table(title=" ".join(f"{s} {n}" for s, n in counts.items()), title_justify="left")
         for column in ("run", "status", "step", "tokens/s"):
             table.add_column(column, justify="left" if column in ("run", "status") else "right")
         for job in self.jobs:
-            if job.status in ("running", "failed") or (job.status == "done" and job.seconds is not None):
+            if job.status in ("running", "failed", ELSEWHERE) or (job.status == "done" and job.seconds is not None):
                 rate = job.tokens_per_s()
                 table.add_row(job.label, job.status, f"{job.step}/{job.max_steps}", f"{rate:,.0f}" if rate else "")
         return table
@@ -37,7 +38,7 @@ class ProgressView:
         for index, job in enumerate(self.jobs):
             if self._shown.get(index) != job.status and job.status != "queued":
                 self._shown[index] = job.status
-                done = sum(j.status in ("done", "skipped", "failed") for j in self.jobs)
+                done = sum(j.status in ("done", "skipped", "failed", ELSEWHERE) for j in self.jobs)
                 rate = job.tokens_per_s()
                 extra = f", {rate:,.0f} tokens/s" if rate and job.status == "done" else ""
                 extra += f", {job.seconds:.0f} s" if job.seconds is not None else ""

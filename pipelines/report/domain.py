@@ -19,20 +19,36 @@ from pathlib import Path
 import numpy as np
 
 from domains.atomic import write_text
-from pipelines.analysis.results import Cell, DomainResult, TaskTable
-from pipelines.analysis.stats import mean_rank, significance_stars
+from pipelines.analysis.results import TEST_SPLIT, Cell, DomainResult, TaskTable
+from pipelines.analysis.stats import mean_rank
 from pipelines.report.figures import plot_accuracy, plot_extrapolation, plot_nll, plot_nll_by_position
 from pipelines.report.files import publish, write_csv
 from pipelines.report.markdown import bold_if, fmt_mean_rank, markdown_table, missing_section
 from pipelines.report.study_figures import plot_cd
+from pipelines.report.verdicts import (
+    PAIRS_HEADER,
+    PAPER_COLUMN,
+    VERDICT_FIELDS,
+    looks_section,
+    pair_rows,
+    pairs_section,
+    task_verdict_section,
+    variance_section,
+    verdict_cells,
+    verdict_header,
+    verdict_note,
+    verdict_record,
+)
 
 EXTRAPOLATION_FIGURE = "extrapolation.png"
 PER_EXAMPLE_FIGURES = ("nll.png", "nll_by_position.png")
 EXAMPLES_CD_FIGURE = "cd_examples.png"  # per-example domains: Nemenyi critical difference over the test examples
 PER_TASK_FIGURES = ("accuracy.png",)
 SUMMARY_FILES = ("summary.md", "summary.csv")
+PAIRS_CSV = "pairs.csv"  # every pair of encodings (the secondary family)
 DOMAIN_REPORT_FILES = (
     *SUMMARY_FILES,
+    PAIRS_CSV,
     *PER_EXAMPLE_FIGURES,
     EXAMPLES_CD_FIGURE,
     *PER_TASK_FIGURES,
@@ -62,10 +78,13 @@ def render_domain_report(result: DomainResult, folder: Path) -> list[str]:
             plot_cd(friedman, list(result.entries), title, folder / EXAMPLES_CD_FIGURE)
             figures.append(EXAMPLES_CD_FIGURE)
     else:
-        write_csv(folder / "summary.csv", TASK_CSV_HEADER, _task_csv_rows(result.tasks))
+        write_csv(folder / "summary.csv", [*TASK_CSV_HEADER, *VERDICT_FIELDS], _task_csv_rows(result))
         write_text(folder / "summary.md", _per_task_markdown(result))
         plot_accuracy(result.tasks, folder / PER_TASK_FIGURES[0])
         figures = list(PER_TASK_FIGURES)
+    if result.verdicts is not None and result.verdicts.pairs:
+        write_csv(folder / PAIRS_CSV, PAIRS_HEADER, pair_rows(result))
+        figures.append(PAIRS_CSV)
     if plot_extrapolation(result.extrapolation, folder / EXTRAPOLATION_FIGURE):
         figures.append(EXTRAPOLATION_FIGURE)
     return [*SUMMARY_FILES, *figures]
@@ -75,56 +94,85 @@ INTERVAL_METHOD = "Cousineau's normalisation with Morey's correction"
 
 
 def seeds_text(result: DomainResult) -> str:
-    """`seeds 0, 1, 2`, or `seeds 0, 1 of 0, 1, 2` when some were left out."""
+    """`seeds 0, 1, 2` when every encoding finished the same seeds, else the number of seeds per encoding."""
     seeds = result.seeds
-    text = f"seed{'s' * (len(seeds.used) != 1)} {', '.join(map(str, seeds.used))}"
+    if not seeds.uniform:
+        counts = sorted({len(s) for s in seeds.per_encoding.values()})
+        return f"{counts[0]}-{counts[-1]} seeds per encoding (each over the seeds it finished)"
+    used = seeds.used
+    text = f"seed{'s' * (len(used) != 1)} {', '.join(map(str, used))}"
     return text if not seeds.left_out else f"{text} of {', '.join(map(str, seeds.expected))}"
 
 
+def _designed(result: DomainResult) -> bool:
+    verdicts = result.verdicts
+    return bool(verdicts and verdicts.family and verdicts.family.design.sequential)
+
+
 def left_out_note(result: DomainResult) -> str | None:
-    """The sentence stating which seeds were left out and why, or None when every seed is used."""
-    left_out = result.seeds.left_out
-    if not left_out:
+    """The sentence stating which seeds not every encoding finished and how they are used, or None."""
+    seeds = result.seeds
+    if seeds.uniform and not seeds.left_out:
         return None
-    listed = ", ".join(map(str, left_out))
+    counts = ", ".join(f"`{name}` {len(s)}" for name, s in seeds.per_encoding.items())
+    how = "each encoding is scored over the seeds it finished and each pair is compared on the seeds both finished"
+    if _designed(result):
+        return f"**Seeds per encoding ({result.domain})** follow make settle's design ({counts}): {how}."
+    listed = ", ".join(map(str, seeds.left_out))
     return (
-        f"**Incomplete evidence ({result.domain})**: only {seeds_text(result)} are compared; seed"
-        f"{'s' * (len(left_out) != 1)} {listed} {'were' if len(left_out) != 1 else 'was'} not finished by every "
-        "encoding (see Missing runs), and every encoding is compared on the same seeds."
+        f"**Incomplete evidence ({result.domain})**: seed{'s' * (len(seeds.left_out) != 1)} {listed} "
+        f"{'were' if len(seeds.left_out) != 1 else 'was'} not finished by every encoding (see Missing runs; seeds "
+        f"finished: {counts}): {how}."
     )
 
 
 def evidence_line(result: DomainResult) -> str:
-    """What a domain's numbers rest on, in one line: N, the seeds, the reference, the interval and the test."""
-    if result.tasks is not None:
-        return (
-            f"N = {len(result.tasks.chance)} tasks ({len(result.entries)} encodings scored on all of them); "
-            f"{seeds_text(result)}; no reference and no paired tests (accuracy per task); the domain's score (mean "
-            f"chance-normalised accuracy over the tasks) carries a {result.interval} interval "
-            f"({INTERVAL_METHOD})."
-        )
-    n = next(iter(result.entries.values())).n
+    """What a domain's numbers rest on, in one line: the preset, N, the seeds, the reference, the interval, tests."""
+    reference = f"reference `{result.ref}`" if result.ref else "no reference"
+    if result.verdicts and result.verdicts.ref_note:
+        reference += f" ({result.verdicts.ref_note})"
     test = (
-        f"paired two-sided t-tests against `{result.ref}`, Holm-corrected over {len(result.entries) - 1} baselines"
+        f"seed-level tests against `{result.ref}`, Holm-corrected over {len(result.entries) - 1} baselines (the "
+        "verdict)"
         if result.ref
         else "no paired tests"
     )
-    reference = f"reference `{result.ref}`" if result.ref else "no reference"
+    if result.tasks is not None:
+        return (
+            f"Preset `{result.preset}`; N = {len(result.tasks.chance)} tasks ({len(result.entries)} encodings scored "
+            f"on all of them); {seeds_text(result)}; {reference}; {test}; the domain's score (mean chance-normalised "
+            f"accuracy over the tasks) carries a {result.interval} interval ({INTERVAL_METHOD})."
+        )
+    n = next(iter(result.entries.values())).n
+    paper = "; paper 000 C.2's per-example tests beside them" if result.ref else ""
     return (
-        f"N = {n} test examples; {seeds_text(result)}; {reference}; {result.interval} intervals "
-        f"({INTERVAL_METHOD}); {test}."
+        f"Preset `{result.preset}`; N = {n} test examples; {seeds_text(result)}; {reference}; {result.interval} "
+        f"intervals ({INTERVAL_METHOD}); {test}{paper}."
+    )
+
+
+def commits_line(result: DomainResult) -> str:
+    """The code commits the runs were trained at: differing ones are stated (what they change is held fixed)."""
+    held = result.commits
+    if len(held) <= 1:
+        return f"Code: every run at commit `{next(iter(held), 'unknown')}`."
+    listed = "; ".join(f"`{sha}` ({len(labels)} runs)" for sha, labels in sorted(held.items()))
+    return (
+        f"Code: the runs were trained at {len(held)} commits: {listed}. Everything that can change a result is "
+        "the same for all of them (checked); a commit changes results only through those."
     )
 
 
 def paired_tests_note(result: DomainResult) -> str:
-    """What the paired tests of a domain compared per example are, or why there are none."""
+    """What paper 000 C.2's per-example tests are (the table's last column), or why there are none."""
     if result.ref is None:
         return result.no_tests_reason or ""
     ref = result.ref
     return (
-        f"Paired two-sided t-tests against `{ref}` on d_i = NLL_i(b) - NLL_i({ref}) of the seed-averaged "
-        f"examples, Holm-corrected over the baselines ({len(result.entries) - 1}) of the domain (SPEC 3); "
-        f"`*`, `**`, `***`: `{ref}` significantly better at adjusted p < 0.05, 0.01, 0.001."
+        f"Last column, {PAPER_COLUMN}: paired two-sided t-tests against `{ref}` on d_i = NLL_i(b) - NLL_i({ref}) "
+        f"of the seed-averaged examples, Holm-corrected over the baselines ({len(result.entries) - 1}). They hold "
+        "the trained networks fixed (training randomness never enters them), so they say whether these networks "
+        "differ on this test set, not whether the encoding will win again: never the verdict."
     )
 
 
@@ -132,11 +180,12 @@ def paired_tests_note(result: DomainResult) -> str:
 
 
 def per_example_rows(result: DomainResult) -> list[dict]:
-    """One record per encoding, best rank first: everything the table and the CSV show."""
+    """One record per encoding, best rank first: everything the table and the CSV show (the seed-aware verdict
+    against the reference, then paper 000 C.2's per-example test as `paper_*`)."""
     rank = result.ranks()
     rows = []
     for name, entry in result.entries.items():
-        test = entry.test
+        test, pair = entry.test, entry.verdict
         seed_means = list(entry.seed_scores.values())
         rows.append(
             {
@@ -153,14 +202,13 @@ def per_example_rows(result: DomainResult) -> list[dict]:
                 "seed_min": float(min(seed_means)),
                 "seed_max": float(max(seed_means)),
                 "ref": result.ref or "",
-                "mean_diff": test.mean_diff if test else math.nan,
-                "diff_lo": test.ci_lo if test else math.nan,
-                "diff_hi": test.ci_hi if test else math.nan,
-                "t": test.t if test else math.nan,
-                "p": test.p if test else math.nan,
-                "p_holm": test.p_holm if test else math.nan,
-                "significant": test.significant if test else "",
-                "ref_better": test.ref_better if test else "",
+                **verdict_record(pair),
+                "paper_mean_diff": test.mean_diff if test else math.nan,
+                "paper_diff_lo": test.ci_lo if test else math.nan,
+                "paper_diff_hi": test.ci_hi if test else math.nan,
+                "paper_t": test.t if test else math.nan,
+                "paper_p": test.p if test else math.nan,
+                "paper_p_holm": test.p_holm if test else math.nan,
             }
         )
     return rows
@@ -170,16 +218,15 @@ def _fmt_rank(value: float) -> str:
     return "n/a" if math.isnan(value) else f"{value:g}"
 
 
-def _per_example_markdown_row(row: dict, best: float, ref: str | None) -> list[str]:
+def _per_example_markdown_row(row: dict, entry, best: float, ref: str | None, digits: int) -> list[str]:
     seeds = str(row["seeds"]) if row["seeds"] == row["seeds_expected"] else f"{row['seeds']}/{row['seeds_expected']}"
     if ref is None:
-        diff = p = ""
+        verdict, paper = ["", "", "", "", ""], ""
     elif row["encoding"] == ref:
-        diff, p = "reference", ""
+        verdict, paper = verdict_cells(None, digits), ""
     else:
-        star = f" {significance_stars(row['p_holm'])}" if row["ref_better"] else ""
-        diff = f"{row['mean_diff']:+.4f} [{row['diff_lo']:+.4f}, {row['diff_hi']:+.4f}]{star}"
-        p = f"{row['p_holm']:.3g}"
+        verdict = verdict_cells(entry.verdict, digits)
+        paper = f"{row['paper_mean_diff']:+.4f}, p {row['paper_p_holm']:.3g}" if entry.test else ""
     return [
         _fmt_rank(row["rank"]),
         f"`{row['encoding']}`",
@@ -188,8 +235,8 @@ def _per_example_markdown_row(row: dict, best: float, ref: str | None) -> list[s
         seeds,
         str(row["examples"]),
         f"{row['seed_min']:.4f}..{row['seed_max']:.4f}",
-        diff,
-        p,
+        *verdict,
+        paper,
     ]
 
 
@@ -211,8 +258,9 @@ def _per_example_markdown(result: DomainResult, rows: list[dict]) -> str:
     ref = result.ref
     best = min(row["nll"] for row in rows)
     header = ["rank", "encoding", "test NLL", f"{result.interval} CI", "seeds", "examples"]
-    header += ["per-seed mean (min..max)", f"Δ vs {ref} [95% CI]" if ref else "Δ vs ref", "p (Holm)"]
+    header += ["per-seed mean (min..max)", *verdict_header(result), f"{PAPER_COLUMN}: Δ, p"]
     note = left_out_note(result)
+    digits = result.metric.digits
     lines = [
         f"# {result.domain}: test NLL by encoding",
         "",
@@ -224,13 +272,26 @@ def _per_example_markdown(result: DomainResult, rows: list[dict]) -> str:
         "NLL in bold. YaRN entries equal their rope run at the training length: they appear only on the splits "
         f"longer than the training context (`{EXTRAPOLATION_FIGURE}` when the domain has any).",
         "",
+        verdict_note(result),
+        "",
         paired_tests_note(result),
         "",
         evidence_line(result),
         "",
-        *markdown_table(header, [_per_example_markdown_row(row, best, ref) for row in rows]),
+        commits_line(result),
+        "",
+        *markdown_table(
+            header,
+            [
+                _per_example_markdown_row(row, entry, best, ref, digits)
+                for row, entry in zip(rows, result.entries.values(), strict=True)
+            ],
+        ),
         "",
         *_examples_friedman_lines(result),
+        *looks_section(result),
+        *pairs_section(result),
+        *variance_section(result),
         *missing_section(result.missing),
     ]
     return "\n".join(lines)
@@ -284,6 +345,8 @@ def _per_task_markdown(result: DomainResult) -> str:
         *([note, ""] if note else []),
         evidence_line(result),
         "",
+        commits_line(result),
+        "",
         "Token accuracy on the output span, mean over seeds; in parentheses the chance-normalised accuracy "
         "`(acc - chance) / (1 - chance)` (SPEC 2). Best per task in bold. `n/a`: the encoding cannot be "
         "evaluated on that split (reason below the table); `missing`: no finished run. Mean rank: rank by "
@@ -292,15 +355,24 @@ def _per_task_markdown(result: DomainResult) -> str:
         f"NLL by position past the training length: `{EXTRAPOLATION_FIGURE}`.",
         "",
     ]
+    lines += task_verdict_section(result)
     for split in result.tasks.cells:
         lines += _split_section(split, result.tasks)
+    lines += [*looks_section(result), *pairs_section(result), *variance_section(result)]
     return "\n".join(lines + missing_section(result.missing))
 
 
-def _task_csv_rows(table: TaskTable) -> list[list]:
-    return [
-        [task, enc, split, cell.accuracy, cell.chance_normalised, cell.nll, cell.seeds, cell.status]
-        for split, cells in table.cells.items()
+def _task_csv_rows(result: DomainResult) -> list[list]:
+    """Every (task, encoding, split) cell, then one `all` row per scored encoding: its domain score (mean
+    chance-normalised test accuracy over the tasks) and its seed-aware verdict against the reference."""
+    empty = [""] * len(VERDICT_FIELDS)
+    rows = [
+        [task, enc, split, cell.accuracy, cell.chance_normalised, cell.nll, cell.seeds, cell.status, *empty]
+        for split, cells in result.tasks.cells.items()
         for task, row in cells.items()
         for enc, cell in row.items()
     ]
+    for name, entry in result.entries.items():
+        verdict = list(verdict_record(entry.verdict).values())
+        rows.append(["all", name, TEST_SPLIT, "", entry.score, "", len(entry.seed_scores), "ok", *verdict])
+    return rows

@@ -14,12 +14,12 @@ from pathlib import Path
 from domains.atomic import write_json, write_text
 from pipelines.analysis.paper import paper_nll
 from pipelines.analysis.results import DomainResult, Entry
-from pipelines.analysis.stats import significance_stars
 from pipelines.analysis.study import BlockTest, Study
-from pipelines.report.domain import render_domain_report
+from pipelines.report.domain import render_domain_report, verdict_record
 from pipelines.report.files import jsonable, publish, write_csv
 from pipelines.report.study_figures import plot_cd, plot_figure3, plot_positions_study, plot_recency_study
 from pipelines.report.study_markdown import cd_figure, spread_flag, study_markdown
+from pipelines.report.verdicts import marks
 
 FIGURE3 = "figure3.png"
 POSITIONS_FIGURE = "nll_by_position.png"
@@ -51,11 +51,22 @@ STUDY_CSV_HEADER = [
     "seeds",
     "seed_sd",
     "ref",
-    "mean_diff",
-    "p",
-    "p_holm",
+    "verdict",
+    "delta",
+    "delta_lo",
+    "delta_hi",
+    "p_better",
+    "seed_p",
+    "seed_p_holm",
     "stars",
+    "seeds_needed",
+    "paper_mean_diff",
+    "paper_p",
+    "paper_p_holm",
     "within_seed_spread",
+    "rank_lo",
+    "rank_hi",
+    "p_rank_1",
     "paper",
 ]
 
@@ -127,6 +138,7 @@ def extrapolation_rows(study: Study) -> list[dict]:
 
 def _entry_record(result: DomainResult, entry: Entry, rank: float, ref: Entry | None, study_ref: str) -> dict:
     test = entry.test
+    record = verdict_record(entry.verdict)
     within = ""
     if ref is not None and entry.encoding != study_ref:
         within = bool(spread_flag(entry, ref))
@@ -147,11 +159,17 @@ def _entry_record(result: DomainResult, entry: Entry, rank: float, ref: Entry | 
         "seeds": {str(s): v for s, v in entry.seed_scores.items()},
         "seed_sd": entry.seed_sd,
         "ref": result.ref or "",
-        "mean_diff": test.mean_diff if test else math.nan,
-        "p": test.p if test else math.nan,
-        "p_holm": test.p_holm if test else math.nan,
-        "stars": significance_stars(test.p_holm) if test and test.significant and test.mean_diff > 0 else "",
+        **{key: record[key] for key in ("verdict", "delta", "delta_lo", "delta_hi", "p_better", "seeds_needed")},
+        "seed_p": record["seed_p"],
+        "seed_p_holm": record["seed_p_holm"],
+        "stars": marks(entry.verdict),
+        "paper_mean_diff": test.mean_diff if test else math.nan,
+        "paper_p": test.p if test else math.nan,
+        "paper_p_holm": test.p_holm if test else math.nan,
         "within_seed_spread": within,
+        "rank_lo": "",
+        "rank_hi": "",
+        "p_rank_1": "",
         "paper": paper_nll(entry.encoding, result.domain, result.preset),
     }
 
@@ -165,6 +183,7 @@ def study_records(study: Study) -> list[dict]:
             records.append(_entry_record(result, result.entries[encoding], rank[encoding], ref, study.ref))
     for encoding in [e for e in study.order if e in study.mean_rank]:
         mean, se = study.mean_rank[encoding]
+        lo, hi, p_best = study.rank_interval.get(encoding, (math.nan, math.nan, math.nan))
         records.append(
             {
                 **dict.fromkeys(STUDY_CSV_HEADER, ""),
@@ -174,6 +193,9 @@ def study_records(study: Study) -> list[dict]:
                 "score": mean,
                 "se": se,
                 "n": len(study.results),
+                "rank_lo": lo,
+                "rank_hi": hi,
+                "p_rank_1": p_best,
             }
         )
     return records
@@ -209,6 +231,43 @@ def _friedman_json(outcome: BlockTest | str) -> dict:
     }
 
 
+def _verdicts_json(result: DomainResult) -> dict:
+    """The domain's seed-aware statistics beyond its table: the design and its looks, every pair, the variance
+    components."""
+    verdicts = result.verdicts
+    if verdicts is None:
+        return {}
+    family = verdicts.family
+    return {
+        "verdict_design": None
+        if family is None
+        else (
+            family.design.to_json()
+            if family.design.sequential
+            else {"fixed_sample": True, "alpha": family.design.alpha}
+        ),
+        "looks": [] if family is None else [look.to_json() for look in family.looks],
+        "next_runs": [] if family is None else [f"{name}/seed{seed}" for name, seed in family.next_runs],
+        "pairs": [
+            {
+                "a": pair.a,
+                "b": pair.b,
+                "seeds_a": list(pair.seeds_a),
+                "seeds_b": list(pair.seeds_b),
+                "paired": pair.paired,
+                "delta": pair.delta,
+                "ci": [pair.ci_lo, pair.ci_hi],
+                "p_a_better": pair.poi,
+                "p": pair.p,
+                "p_holm": pair.p_holm,
+                "verdict": pair.verdict,
+            }
+            for pair in verdicts.pairs
+        ],
+        "variance_components": verdicts.variance,
+    }
+
+
 def _study_json(study: Study, records: list[dict], extrapolation: list[dict]) -> dict:
     return {
         "runs": str(study.runs_root),
@@ -223,11 +282,18 @@ def _study_json(study: Study, records: list[dict], extrapolation: list[dict]) ->
                 "reference": result.ref,
                 "incomplete": result.incomplete,
                 "encodings": {r["encoding"]: r for r in records if r["domain"] == result.domain},
+                **_verdicts_json(result),
             }
             for result in study.results
         },
         "mean_rank": {
-            encoding: {"mean": mean, "se": se, "domains": len(study.results)}
+            encoding: {
+                "mean": mean,
+                "se": se,
+                "domains": len(study.results),
+                "ci_over_seeds": list(study.rank_interval.get(encoding, (math.nan, math.nan, math.nan))[:2]),
+                "p_rank_1": study.rank_interval.get(encoding, (math.nan,) * 3)[2],
+            }
             for encoding, (mean, se) in study.mean_rank.items()
         },
         "not_ranked": {encoding: {"rank_in": ranks} for encoding, ranks in study.partial_ranks.items()},

@@ -11,10 +11,10 @@ import numpy as np
 
 from pipelines.analysis.paper import PAPER_NLL, PAPER_PRESET
 from pipelines.analysis.results import DomainResult, Entry
-from pipelines.analysis.stats import significance_stars
 from pipelines.analysis.study import Study
 from pipelines.report.domain import EXTRAPOLATION_FIGURE, INTERVAL_METHOD, left_out_note, paired_tests_note
 from pipelines.report.markdown import bold_if, fmt_mean_rank, markdown_table, missing_section
+from pipelines.report.verdicts import marks
 
 
 def cd_figure(name: str) -> str:
@@ -28,7 +28,8 @@ def study_markdown(study: Study, figures: list[str], extrapolation: list[dict]) 
     lines = [
         "# posbench comparison study",
         "",
-        f"Runs: `{study.runs_root}`; domains: {', '.join(study.domains)}; reference: `{study.ref}`; "
+        f"Runs: `{study.runs_root}`; domains (preset): "
+        f"{', '.join(f'{r.domain} (`{r.preset}`)' for r in study.results)}; reference: `{study.ref}`; "
         f"per-domain reports: {', '.join(f'`{d}/summary.md`' for d in study.domains)}; figures: "
         f"{', '.join(f'`{name}`' for name in figures)}.",
         "",
@@ -61,13 +62,12 @@ def _study_cell(result: DomainResult, encoding: str, best: float) -> str:
     if not math.isnan(entry.ci_lo):
         text += f" ± {(entry.ci_hi - entry.ci_lo) / 2:.{digits}f}"
     text = bold_if(text, entry.score == best)
-    test = entry.test
-    if test is not None and test.significant:
-        # stars: the reference is significantly better (paper 000's marker); daggers: this encoding is better
-        mark = significance_stars(test.p_holm)
-        text += " " + (mark if test.mean_diff > 0 else "†" * len(mark))
-    if result.seeds.left_out:
-        text += f" ({result.seeds.label})"
+    mark = marks(entry.verdict)  # stars: the reference better, daggers: this encoding (the seed-level test)
+    if mark:
+        text += f" {mark}"
+    if not result.seeds.uniform or result.seeds.left_out:
+        count = len(entry.seed_scores)
+        text += f" ({count} seed{'s' * (count != 1)})"
     return text
 
 
@@ -76,7 +76,7 @@ def _table_section(study: Study) -> list[str]:
     for result in study.results:
         arrow = "↑" if result.metric.higher_is_better else "↓"
         header.append(f"{result.domain} ({result.metric.short} {arrow})")
-    header.append("mean rank")
+    header += ["mean rank", "95% CI over seeds; P(rank 1)"]
     if study.per_example_mean_rank is not None:
         header.append("mean rank (NLL domains)")
     best_rank = np.nanmin([mean for mean, _ in study.mean_rank.values()] + [math.inf])
@@ -92,8 +92,10 @@ def _table_section(study: Study) -> list[str]:
         if encoding in study.mean_rank:
             mean, se = study.mean_rank[encoding]
             cells.append(bold_if(fmt_mean_rank(mean, se), mean == best_rank))
+            lo, hi, p_best = study.rank_interval.get(encoding, (math.nan, math.nan, math.nan))
+            cells.append(f"[{lo:.2f}, {hi:.2f}]; {p_best:.2f}")
         else:
-            cells.append("— (not in every domain)" if encoding in study.partial_ranks else "—")
+            cells += ["— (not in every domain)" if encoding in study.partial_ranks else "—", ""]
         if study.per_example_mean_rank is not None:
             cells.append(fmt_mean_rank(*study.per_example_mean_rank.get(encoding, (math.nan, math.nan))))
         rows.append([name, *cells])
@@ -104,29 +106,37 @@ def _table_section(study: Study) -> list[str]:
     if per_example:
         lines += [
             "",
-            f"{', '.join(per_example)}: mean test NLL in nats (each test example averaged over the seeds every "
+            f"{', '.join(per_example)}: mean test NLL in nats (each test example averaged over the seeds the "
             "encoding finished, then over the examples) ± the half width of its 95% within-example interval "
             f"({INTERVAL_METHOD}, SPEC 3; paper 000's Figure 3 draws the same; the between-example interval is in "
-            "summary.csv). Paired two-sided "
-            "t-tests against the reference on the seed-averaged examples, Holm-corrected over the baselines of each "
-            "domain: `*` p < 0.05, `**` p < 0.01, `***` p < 0.001 when the reference has the lower NLL (paper "
-            "000, Figure 3); `†`, `††`, `†††` at the same levels when the encoding beats the reference.",
+            "summary.csv).",
         ]
+    lines += [
+        "",
+        "Marks come from the seed-level verdict against each domain's reference (a paired t-test on the per-seed "
+        "mean differences, Holm over the baselines; each domain's summary.md has the verdict words, the crossed "
+        "bootstrap intervals and paper 000 C.2's per-example tests, which hold the trained networks fixed and are "
+        "never the verdict): `*` p < 0.05, `**` p < 0.01, `***` p < 0.001 when the reference is better; `†`, `††`, "
+        "`†††` when the encoding is.",
+    ]
     for domain in with_tasks:
         lines += [
             "",
             f"{domain}: token accuracy on each task's test split (seed-averaged), chance-normalised "
             "`(acc - chance) / (1 - chance)` and averaged over the tasks (paper 000, Figure 4) ± the half width "
-            "of its 95% within-task interval (the same method, tasks as the examples); higher is better; no paired "
-            "tests. It enters the mean rank as "
+            "of its 95% within-task interval (the same method, tasks as the examples); higher is better. It enters "
+            "the mean rank as "
             "one domain, as each non-text domain does in paper 000's Figure 3 (ranking inside a task by "
-            "accuracy or by chance-normalised accuracy is the same); the Friedman test over its tasks is below.",
+            "accuracy or by chance-normalised accuracy is the same); the Friedman test counts each of its tasks as "
+            "a dataset.",
         ]
     lines += [
         "",
-        "Best per domain in bold; `(2/3 seeds)`: the domain compares only the seeds every encoding finished. Mean "
-        "rank: rank within each domain among the encodings scored in every domain (1 = best, ties averaged), mean "
-        "over the domains ± its standard error across domains; an encoding missing from a domain gets no mean rank "
+        "Best per domain in bold; `(k seeds)`: the encoding's own finished seeds, where the domain's encodings "
+        "differ. Mean rank: rank within each domain among the encodings scored in every domain (1 = best, ties "
+        "averaged), mean over the domains ± its standard error across domains, then its 95% interval and P(rank 1) "
+        "from resampling each encoding's seeds within each domain (10,000 replicates); an encoding missing from a "
+        "domain gets no mean rank "
         "(its ranks within the domains where it was scored are listed below the table)"
         + (
             f"; `mean rank (NLL domains)` leaves the {', '.join(with_tasks)} domain out, as paper 000's Figure 3 does."

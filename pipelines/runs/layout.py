@@ -37,6 +37,7 @@ CHECKPOINTS = "checkpoints"
 DONE = "done.json"
 INSPECT = "inspect"
 FAILED = "failed.json"
+SETTLE = "settle.json"  # <runs>/<domain>/settle.json: the design and the looks of make settle (pipelines.settle)
 DERIVED_MARK = "+"  # `rope10k+yarn`: an evaluation-time variant of a trained run, not an encoding of its own
 YARN_SUFFIX = f"{DERIVED_MARK}yarn"
 _SEED_DIR = re.compile(r"seed(\d+)")
@@ -63,7 +64,14 @@ class RunKey:
 
     @classmethod
     def of_config(cls, cfg: DictConfig) -> RunKey:
-        return cls(cfg.domain.name, cfg.domain.args.get("task") or None, cfg.pe.id, int(cfg.seed))
+        """The key of a composed config; a seed that is not a whole number >= 0 is refused by name (before any
+        folder is named after it: int() would take 1.5 for seed1, and fail on 'abc' naming nothing)."""
+        seed = cfg.seed
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(
+                f"seed = {seed!r} (must be a whole number >= 0: it names the run folder and seeds the data)"
+            )
+        return cls(cfg.domain.name, cfg.domain.args.get("task") or None, cfg.pe.id, seed)
 
     @property
     def label(self) -> str:

@@ -1,0 +1,160 @@
+"""One domain's evidence as one array: the score of every (encoding, seed, example), read and checked once.
+
+A domain compared per example holds each test example's NLL under each finished trained run; a domain with tasks
+holds each task's chance-normalised test accuracy (its tasks are its examples, as for the within-task interval).
+Every statistic of the seed-aware verdict (pipelines.analysis.verdict, .sequential) is a pure function of it.
+Missing (encoding, seed) cells are nan throughout: each encoding has its own finished seeds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from domains.base import Metric
+from pipelines.analysis.stats import chance_normalised
+from pipelines.runs.layout import MANIFEST, RunFolder
+from pipelines.runs.metrics import (
+    is_evaluated,
+    per_example_path,
+    read_per_example,
+    read_run_json,
+    run_file_error,
+    split_entries,
+    summary_path,
+)
+
+TEST_SPLIT = "test"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """values[e, s, i]: the score of encodings[e] under seeds[s] on example_ids[i] (nan: that seed did not finish)."""
+
+    domain: str
+    metric: Metric
+    encodings: tuple[str, ...]
+    seeds: tuple[int, ...]  # every finished seed of any encoding, ascending
+    example_ids: tuple  # example numbers (per example) or task names (per task)
+    values: np.ndarray
+    blocks: str  # "example" or "task"
+
+    def __post_init__(self) -> None:
+        shape = (len(self.encodings), len(self.seeds), len(self.example_ids))
+        if self.values.shape != shape:
+            raise ValueError(f"{self.domain}: evidence of shape {self.values.shape}, expected {shape}")
+
+    def finished(self, encoding: str) -> np.ndarray:
+        """Which of `seeds` the encoding finished."""
+        return np.isfinite(self.values[self.encodings.index(encoding)]).all(axis=1)
+
+    def seeds_of(self, encoding: str, within: tuple[int, ...] | None = None) -> list[int]:
+        """The encoding's finished seeds, ascending (only those in `within` when given)."""
+        done = [s for s, ok in zip(self.seeds, self.finished(encoding), strict=True) if ok]
+        return done if within is None else [s for s in done if s in within]
+
+    def seed_scores(self, encoding: str) -> dict[int, float]:
+        """Each finished seed's score: the mean over the examples."""
+        row = self.values[self.encodings.index(encoding)]
+        return {s: float(row[self.seeds.index(s)].mean()) for s in self.seeds_of(encoding)}
+
+    def score(self, encoding: str) -> float:
+        """The encoding's score: its per-seed scores averaged (= the mean of the seed-averaged examples)."""
+        return float(np.mean(list(self.seed_scores(encoding).values())))
+
+    def seed_averaged(self, encoding: str) -> np.ndarray:
+        """Each example's score averaged over the encoding's finished seeds (paper 000 C.2's input)."""
+        row = self.values[self.encodings.index(encoding)]
+        return row[self.finished(encoding)].mean(axis=0)
+
+    def common_seeds(self, encodings: tuple[str, ...] | None = None) -> list[int]:
+        """The seeds every one of `encodings` (all by default) finished."""
+        names = encodings or self.encodings
+        done = np.all([self.finished(name) for name in names], axis=0)
+        return [s for s, ok in zip(self.seeds, done, strict=True) if ok]
+
+    def complete(self) -> np.ndarray:
+        """The (E, S_common, N) block of the seeds every encoding finished."""
+        columns = [self.seeds.index(s) for s in self.common_seeds()]
+        return self.values[:, columns]
+
+
+def _grid(cells: dict[tuple[str, int], np.ndarray], n: int) -> tuple[tuple[str, ...], tuple[int, ...], np.ndarray]:
+    encodings = tuple(sorted({e for e, _ in cells}))
+    seeds = tuple(sorted({s for _, s in cells}))
+    values = np.full((len(encodings), len(seeds), n), np.nan)
+    for (encoding, seed), row in cells.items():
+        values[encodings.index(encoding), seeds.index(seed)] = row
+    return encodings, seeds, values
+
+
+def per_example_evidence(domain: str, metric: Metric, runs: list[RunFolder]) -> Evidence:
+    """The test NLL of every example under every finished trained run. Every run must score the same examples
+    (RunFileError naming the run and the first run's file otherwise); non-finite values are refused when read."""
+    cells, ids, first = {}, None, None
+    for run in sorted((r for r in runs if r.finished and not r.derived), key=lambda r: (r.encoding, r.seed)):
+        table = read_per_example(run, TEST_SPLIT)
+        order = np.argsort(table["example"], kind="stable")
+        run_ids = table["example"][order].astype(int)
+        if np.any(np.diff(run_ids) == 0):
+            raise run_file_error(run, per_example_path(run.path, TEST_SPLIT), "an example id appears twice")
+        if ids is not None and not np.array_equal(run_ids, ids):
+            raise run_file_error(
+                run,
+                per_example_path(run.path, TEST_SPLIT),
+                f"scores {run_ids.size} examples, not the {ids.size} of {first.label} "
+                f"({per_example_path(first.path, TEST_SPLIT)}): every run must score the same test examples",
+            )
+        ids, first = (run_ids, run) if ids is None else (ids, first)
+        cells[run.encoding, run.seed] = table["nll"][order]
+    if ids is None:
+        raise FileNotFoundError(f"{domain}: no finished trained run (only evaluation-time variants)")
+    encodings, seeds, values = _grid(cells, ids.size)
+    return Evidence(domain, metric, encodings, seeds, tuple(int(i) for i in ids), values, "example")
+
+
+def task_chance(task: str, runs: list[RunFolder]) -> float:
+    """The task's chance level from the manifests (nan when none gives one); all runs must agree."""
+    levels = {read_run_json(run, run.path / MANIFEST).get("chance") for run in runs}
+    levels = {level for level in levels if level is not None}
+    if len(levels) > 1:
+        raise ValueError(f"task {task!r}: manifests disagree on the chance level: {sorted(levels)}")
+    return levels.pop() if levels else math.nan
+
+
+def split_entry(run: RunFolder, split: str) -> dict | None:
+    """The split's entry of the run's summary.json (None when absent), its accuracy and NLL checked finite when the
+    split was evaluated."""
+    entry = split_entries(run).get(split)
+    if not is_evaluated(entry):
+        return entry
+    for key in ("accuracy", "nll"):
+        value = entry.get(key)
+        if not isinstance(value, int | float) or not math.isfinite(value):
+            raise run_file_error(run, summary_path(run.path), f"{split}: {key} is {value!r}, not a finite number")
+    return entry
+
+
+def accuracy_on_test(run: RunFolder) -> float | None:
+    """The run's test token accuracy (None when the split was not evaluated)."""
+    entry = split_entry(run, TEST_SPLIT)
+    return float(entry["accuracy"]) if is_evaluated(entry) else None
+
+
+def per_task_evidence(domain: str, metric: Metric, runs: list[RunFolder]) -> Evidence:
+    """Each task's chance-normalised test accuracy under every (encoding, seed) that finished every task."""
+    trained = [r for r in runs if r.finished and not r.derived]
+    tasks = tuple(sorted({r.group for r in runs}))
+    chance = {task: task_chance(task, [r for r in trained if r.group == task]) for task in tasks}
+    scores: dict[tuple[str, int], dict[str, float]] = {}
+    for run in trained:
+        accuracy = accuracy_on_test(run)
+        if accuracy is not None and not math.isnan(chance[run.group]):
+            scores.setdefault((run.encoding, run.seed), {})[run.group] = chance_normalised(accuracy, chance[run.group])
+    cells = {key: np.array([row[t] for t in tasks]) for key, row in scores.items() if len(row) == len(tasks)}
+    if not cells:
+        raise FileNotFoundError(f"{domain}: no (encoding, seed) with a test result on every one of its tasks")
+    encodings, seeds, values = _grid(cells, len(tasks))
+    return Evidence(domain, metric, encodings, seeds, tasks, values, "task")

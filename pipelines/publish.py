@@ -1,0 +1,40 @@
+"""Publish the evidence of a study's runs, so others can join it without retraining: `make publish`.
+
+    python -m pipelines.publish --runs runs --domains jsb --out docs/results/jsb-cpu [--tolerance 1e-5]
+
+Writes study.json, runs.json.gz, per_example.csv.gz, per_position.csv.gz (and settle/<domain>.json) into OUT
+(pipelines.runs.published). Only finished runs are published; runs of one domain (or task) that differ in what a
+comparison holds fixed are refused, naming the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pipelines.experiment.config import domain_names
+from pipelines.runs.metrics import RunFileError
+from pipelines.runs.published import RUNS, STUDY, TOLERANCE, StudyError, export_study
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=Path, default=Path("runs"))
+    parser.add_argument("--domains", nargs="+", required=True, choices=domain_names())
+    parser.add_argument("--out", type=Path, required=True, help="the study folder, e.g. docs/results/jsb-cpu")
+    parser.add_argument("--tolerance", type=float, default=TOLERANCE, help="nats two copies of a run agree within")
+    args = parser.parse_args(argv)
+    if not args.tolerance > 0:
+        parser.error(f"--tolerance must be a positive number of nats, got {args.tolerance}")
+    try:
+        study = export_study(args.runs, args.domains, args.out, args.tolerance)
+    except (StudyError, RunFileError, FileNotFoundError) as error:
+        parser.exit(1, f"error: {error}\n")
+    count = sum(len(labels) for labels in study["domains"].values())
+    print(f"published {count} runs of {', '.join(args.domains)} into {args.out} ({STUDY}, {RUNS}, ...)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""Re-train named runs of a published study and check they reproduce it: `make reproduce STUDY=... RUNS=...`.
+
+    python -m pipelines.reproduce --study docs/results/jsb-cpu --runs rope10k/0 darope/2 [--scratch DIR] [--jobs N]
+
+Each run (`<encoding>/<seed>`, or `<task>/<encoding>/<seed>` in a domain with tasks) is trained from its published
+manifest's config: the domain, preset, encoding and seed, plus every setting the published run had that the preset
+does not (e.g. a shortened budget), into a scratch runs folder (default runs/reproduce/). Its per-example NLL of
+every evaluation split is then compared with the published values: the largest difference per run, its split and
+example, and whether it is within the study's tolerance (study.json; README, "Compare your encoding with the
+published study", says what agreement to expect where). Exit status 1 when any run is outside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from pipelines.experiment.config import compose_config
+from pipelines.launch.jobs import plan
+from pipelines.launch.local import run_local, visible_gpus
+from pipelines.runs.layout import RunFolder, RunKey
+from pipelines.runs.metrics import RunFileError
+from pipelines.runs.published import (
+    TOLERANCE,
+    PublishedStudy,
+    StudyError,
+    largest_difference,
+    local_metrics,
+    read_study,
+)
+from pipelines.runs.settings import RESULT_NEUTRAL, flat_settings, without
+
+
+def override_value(value: Any) -> str:
+    """A config value as a Hydra override writes it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(override_value(v) for v in value) + "]"
+    return str(value)
+
+
+def run_overrides(published: PublishedStudy, label: str) -> tuple[str, str, int, str | None, list[str]]:
+    """(domain, encoding, seed, task, overrides) that recompose the published run's config: every result-relevant
+    setting that differs from its preset's default."""
+    manifest = published.records[label]["manifest"]
+    run, config = manifest["run"], manifest["config"]
+    base = [f"domain={run['domain']}", f"preset={run['preset']}", f"pe={run['pe_id']}", f"seed={run['seed']}"]
+    if run.get("task"):
+        base.append(f"domain.args.task={run['task']}")
+    default = flat_settings(OmegaConf.to_container(compose_config(base), resolve=True))
+    wanted = without(flat_settings(config), (*RESULT_NEUTRAL, "preset", "seed", "pe.id", "domain.datamodule"))
+    extra = [f"{key}={override_value(value)}" for key, value in sorted(wanted.items()) if default.get(key) != value]
+    unknown = [key for key in wanted if key not in default]
+    if unknown:
+        raise StudyError(f"{label}: the published config has settings today's configs lack: {', '.join(unknown)}")
+    return run["domain"], run["pe_id"], int(run["seed"]), run.get("task"), extra
+
+
+def find_label(published: PublishedStudy, spec: str) -> str:
+    """The published run a `<encoding>/<seed>` (or `<task>/<encoding>/<seed>`) names; StudyError listing the runs."""
+    parts = spec.strip("/").split("/")
+    if len(parts) not in (2, 3) or not parts[-1].removeprefix("seed").isdigit():
+        raise StudyError(f"{spec!r}: name a run as <encoding>/<seed> or <task>/<encoding>/<seed>, e.g. rope10k/0")
+    *head, seed = parts
+    matches = [
+        label
+        for labels in published.study["domains"].values()
+        for label in labels
+        if label.split("/")[1:] == [*head, f"seed{int(seed.removeprefix('seed'))}"]
+    ]
+    if len(matches) != 1:
+        listed = ", ".join(
+            "/".join(label.split("/")[1:]) for labels in published.study["domains"].values() for label in labels
+        )
+        raise StudyError(
+            f"{spec!r}: {'no' if not matches else 'more than one'} such run in {published.folder}; it holds {listed}"
+        )
+    return matches[0]
+
+
+def compare_run(published: PublishedStudy, label: str, folder: Path, tolerance: float) -> tuple[bool, str]:
+    """(within tolerance, the line that says so) for the re-trained copy of one published run."""
+    key = published.key(label)
+    mine = local_metrics(RunFolder(key, folder))
+    worst = (0.0, None, None)
+    for split in sorted(set(mine) | set(published.examples.get(label, {}))):
+        diff, example = largest_difference(mine.get(split, {}), published.nll(label, split))
+        if diff > worst[0] or worst[1] is None:
+            worst = (diff, split, example)
+    diff, split, example = worst
+    within = diff <= tolerance
+    where = f"{split} example {example}" if example is not None else f"{split}: other examples scored"
+    return within, (
+        f"{label}: largest per-example difference {diff:.3g} nats ({where}); "
+        f"{'within' if within else 'OUTSIDE'} the tolerance {tolerance:g}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--study", type=Path, required=True, help="a published study folder (docs/results/<name>)")
+    parser.add_argument("--runs", nargs="+", required=True, metavar="RUN", help="<encoding>/<seed> ..., e.g. rope10k/0")
+    parser.add_argument("--scratch", type=Path, default=Path("runs") / "reproduce", help="runs root to train into")
+    parser.add_argument("--jobs", type=int, default=None, help="runs at once (default: one per GPU, else per core)")
+    args = parser.parse_args(argv)
+    try:
+        published = read_study(args.study)
+        tolerance = float(published.study.get("tolerance_nats", TOLERANCE))
+        labels = [find_label(published, spec) for spec in args.runs]
+        jobs = []
+        for label in labels:
+            domain, encoding, seed, task, extra = run_overrides(published, label)
+            preset = published.records[label]["manifest"]["run"]["preset"]
+            jobs += plan(domain, [encoding], [seed], preset, args.scratch, [task] if task else None, extra)
+        failed = run_local(jobs, workers=args.jobs or len(visible_gpus()) or os.cpu_count() or 1)
+        for job in failed:
+            print(f"failed run: {job.label}: {job.error}", file=sys.stderr)
+        if failed:
+            return 1
+        results = [
+            compare_run(published, label, RunKey.folder(published.key(label), args.scratch), tolerance)
+            for label in labels
+        ]
+    except (StudyError, RunFileError, FileNotFoundError) as error:
+        parser.exit(1, f"error: {error}\n")
+    for _, line in results:
+        print(line)
+    return 0 if all(within for within, _ in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,231 @@
+"""Buy the seeds a verdict needs: `make settle DOMAIN=jsb`, under a group-sequential design (SPEC 3).
+
+    python -m pipelines.settle --domain jsb [--roster full | --encodings a b ...] [--ref NAME] [--max-seeds 10]
+                               [--looks 4] [--runs runs] [--jobs N] [--plan] [overrides ...]
+
+It reads the runs the domain's folder already holds (the study's first seeds, every encoding), fixes the design at
+the first look (pipelines.analysis.sequential: looks at n_1 < ... < n_K seeds, alpha spent alpha / K per look, the
+reference: --ref, else the best encoding then) and writes it to <runs>/<domain>/settle.json. Then, look by look, it
+trains the next seeds of the encodings whose verdict against the reference is inconclusive with |Δ| outside the
+region of practical equivalence (and of the reference) through the normal sweep (the same run folders, resumable),
+re-analyses, and stops when every pair is decided or the design's last look is reached. The looks are recorded in
+settle.json; `make compare` reads the design and reports the same verdicts.
+
+--plan prints the current verdicts, the design and the runs the next look needs with their estimated cost (the
+median wall time of the encoding's finished runs), and trains nothing (nor writes the design).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+from pathlib import Path
+
+from domains.atomic import write_json
+from pipelines.analysis.domain import analyse_domain
+from pipelines.analysis.evidence import EvidenceError, preset_of, require_finished
+from pipelines.analysis.matrix import per_example_evidence, per_task_evidence
+from pipelines.analysis.results import DomainResult
+from pipelines.analysis.sequential import DEFAULT_LOOKS, SETTLE_FILE, Design, best_encoding, read_design
+from pipelines.experiment.config import config_options, datamodule_class, domain_names, roster
+from pipelines.launch.jobs import Job, plan
+from pipelines.launch.local import run_local, visible_gpus
+from pipelines.runs.layout import MANIFEST, RunFolder, discover_runs, has_tasks
+from pipelines.runs.metrics import RunFileError, read_run_json, split_entries
+
+DEFAULT_MAX_SEEDS = 10
+
+
+def chosen_runs(runs: list[RunFolder], encodings: list[str] | None) -> list[RunFolder]:
+    """The domain's runs of the chosen encodings (and their YaRN siblings); all of them without a choice."""
+    if not encodings:
+        return runs
+    return [run for run in runs if run.encoding.split("+")[0] in encodings]
+
+
+def initial_design(
+    domain: str, runs: list[RunFolder], ref: str | None, max_seeds: int, looks: int, encodings: list[str] | None
+) -> Design:
+    """The design fixed at the first look over `runs` (the chosen encodings'): its seeds those every encoding
+    finished, the reference given or the best encoding over them."""
+    metric = datamodule_class(domain).metric
+    load = per_task_evidence if has_tasks(domain) else per_example_evidence
+    evidence = load(domain, metric, runs)
+    first = evidence.common_seeds()
+    if len(first) < 2:
+        raise EvidenceError(
+            f"{domain}: a design needs at least 2 seeds every encoding finished for its first look, found "
+            f'{first or "none"}; train the study first (make train SEEDS="0 1 2")'
+        )
+    if ref is not None and ref not in evidence.encodings:
+        raise EvidenceError(f"{domain}: --ref {ref} has no finished run here")
+    chosen = ref or best_encoding(evidence)
+    settled = tuple(sorted(set(encodings) - {chosen})) if encodings else ()
+    return Design.grow(first, max_seeds, looks, ref=chosen, encodings=settled)
+
+
+def run_seconds(run: RunFolder) -> float | None:
+    """A finished run's wall time, from its manifest's training seconds and its splits' evaluation speed."""
+    manifest = read_run_json(run, run.path / MANIFEST)
+    seconds = manifest.get("train_seconds_this_process")
+    if not isinstance(seconds, int | float):
+        return None
+    for entry in split_entries(run).values():
+        if entry.get("tokens_per_s") and entry.get("tokens"):
+            seconds += entry["tokens"] / entry["tokens_per_s"]
+    return float(seconds)
+
+
+def estimated_seconds(runs: list[RunFolder], encoding: str) -> float | None:
+    """The median wall time of the encoding's finished runs (of every encoding when it has none)."""
+    own = [s for r in runs if r.finished and r.encoding == encoding and (s := run_seconds(r)) is not None]
+    every = [s for r in runs if r.finished and not r.derived and (s := run_seconds(r)) is not None]
+    chosen = own or every
+    return statistics.median(chosen) if chosen else None
+
+
+def _fmt_seconds(seconds: float | None) -> str:
+    if seconds is None or math.isnan(seconds):
+        return "unknown"
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def verdict_lines(result: DomainResult) -> list[str]:
+    """The current verdicts against the reference, one line each."""
+    family = result.verdicts.family if result.verdicts else None
+    if family is None:
+        return [f"  {result.no_tests_reason}"]
+    digits = result.metric.digits
+    lines = []
+    for name, pair in family.verdicts.items():
+        needed = f", seeds needed {pair.seeds_needed}" if pair.verdict == "inconclusive" and pair.seeds_needed else ""
+        lines.append(
+            f"  {name:>14} vs {family.ref}: Δ {pair.delta:+.{digits}f} [{pair.ci_lo:+.{digits}f}, "
+            f"{pair.ci_hi:+.{digits}f}] over {len(pair.seeds_a)} seeds, p (Holm) {pair.p_holm:.3g} at alpha "
+            f"{pair.alpha:.4g}: {pair.verdict} (look {pair.look}){needed}"
+        )
+    return lines
+
+
+def next_jobs(domain: str, result: DomainResult, preset: str, runs_root: Path, overrides: list[str]) -> list[Job]:
+    """The sweep jobs of the runs the design's next look needs (every task of a domain with tasks)."""
+    tasks = sorted(result.tasks.chance) if result.tasks is not None else None
+    jobs = []
+    for encoding, seed in result.verdicts.family.next_runs:
+        jobs += plan(domain, [encoding], [seed], preset, runs_root, tasks, overrides)
+    return [job for job in jobs if not job.folder.joinpath("done.json").exists()]
+
+
+def record(domain_folder: Path, result: DomainResult) -> None:
+    """settle.json: the design and every look so far (recomputed from the runs at each look)."""
+    family = result.verdicts.family
+    write_json(
+        domain_folder / SETTLE_FILE,
+        {
+            "design": family.design.to_json(),
+            "looks": [look.to_json() for look in family.looks],
+            "next_runs": [f"{name}/seed{seed}" for name, seed in family.next_runs],
+        },
+    )
+
+
+def settle(args: argparse.Namespace, overrides: list[str]) -> int:
+    domain, runs_root = args.domain, args.runs
+    domain_folder = runs_root / domain
+    selection = args.encodings or (roster(args.roster) if args.roster else None)
+    runs = discover_runs(runs_root, domain)
+    require_finished(runs, runs_root)
+    runs = chosen_runs(runs, selection)
+    preset = args.preset or preset_of(runs)
+    design = read_design(domain_folder)
+    if design is None:
+        design = initial_design(domain, runs, args.ref, args.max_seeds, args.looks, selection)
+        fixed_now = True
+    else:
+        fixed_now = False
+        asked = {"max seeds": (args.max_seeds, len(design.seeds)), "looks": (args.looks, len(design.looks))}
+        if args.ref:
+            asked["reference"] = (args.ref, design.ref)
+        changed = [
+            f"{name} {mine} (the design has {theirs})" for name, (mine, theirs) in asked.items() if mine != theirs
+        ]
+        if changed:
+            raise EvidenceError(
+                f"{domain_folder / SETTLE_FILE}: the design was fixed at the first look and cannot change: "
+                f"{'; '.join(changed)}"
+            )
+    print(
+        f"{domain}: design {'fixed now' if fixed_now else 'from ' + str(domain_folder / SETTLE_FILE)}: looks at "
+        f"{', '.join(map(str, design.looks))} seeds (seeds {', '.join(map(str, design.seeds))}), alpha "
+        f"{design.alpha:g} spent {design.level:.4g} per look, reference {design.ref}",
+        flush=True,
+    )
+    while True:
+        runs = discover_runs(runs_root, domain)
+        result = analyse_domain(domain, runs, None, design)
+        family = result.verdicts.family
+        print(f"look {len(family.looks)} of {len(design.looks)}:", flush=True)
+        print("\n".join(verdict_lines(result)), flush=True)
+        jobs = next_jobs(domain, result, preset, runs_root, overrides)
+        if args.plan:
+            return print_plan(result, jobs, runs)
+        record(domain_folder, result)
+        if not family.next_runs:
+            open_pairs = family.looks[-1].calls_for
+            print(
+                f"{domain}: settled at {len(family.looks)} looks"
+                if not open_pairs
+                else f"{domain}: the design's last look is reached; still inconclusive: {', '.join(open_pairs)}"
+            )
+            return 0
+        print(f"training {len(jobs)} runs for look {len(family.looks) + 1}", flush=True)
+        failed = run_local(jobs, workers=args.jobs or len(visible_gpus()) or os.cpu_count() or 1)
+        if failed:
+            for job in failed:
+                print(f"failed run: {job.label}: {job.error}", file=sys.stderr)
+            return 1
+
+
+def print_plan(result: DomainResult, jobs: list[Job], runs: list[RunFolder]) -> int:
+    family = result.verdicts.family
+    if not jobs:
+        print("plan: nothing to train" + ("" if family.next_runs else ": every pair is decided or capped"))
+        return 0
+    total = 0.0
+    print(f"plan: the next look needs {len(jobs)} runs:")
+    for job in jobs:
+        seconds = estimated_seconds(runs, job.key.encoding)
+        total += seconds or 0.0
+        print(f"  {job.label}  (about {_fmt_seconds(seconds)})")
+    print(f"plan: about {_fmt_seconds(total)} of run time in all (median wall time of the finished runs)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--domain", required=True, choices=domain_names())
+    choice = parser.add_mutually_exclusive_group()
+    choice.add_argument("--roster", choices=config_options("roster"), help="settle only these encodings")
+    choice.add_argument("--encodings", nargs="+", help="settle only these encodings (pe config ids)")
+    parser.add_argument("--ref", help="the reference (default: the best encoding at the first look)")
+    parser.add_argument("--max-seeds", type=int, default=DEFAULT_MAX_SEEDS, help="seeds per encoding at most")
+    parser.add_argument("--looks", type=int, default=DEFAULT_LOOKS, help="looks of the design, the first included")
+    parser.add_argument("--preset", choices=config_options("preset"), help="default: the runs' preset")
+    parser.add_argument("--runs", type=Path, default=Path("runs"))
+    parser.add_argument("--jobs", type=int, default=None, help="runs at once (default: one per GPU, else per core)")
+    parser.add_argument("--plan", action="store_true", help="print the verdicts and the next runs; train nothing")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides every run of the study was trained with")
+    args = parser.parse_args(argv)
+    if args.looks < 1:
+        parser.error(f"--looks must be at least 1, got {args.looks}")
+    try:
+        return settle(args, args.overrides)
+    except (FileNotFoundError, EvidenceError, RunFileError, ValueError) as error:
+        parser.exit(1, f"error: {error}\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
