@@ -9,14 +9,18 @@ Entry points (`python -m pipelines.<name>`):
   evaluate         score a finished run again
   inspect          look inside a finished run: attention by distance, what its encoding learned
   generate         continue a piece with a trained music model
-  compare          per-domain reports and the cross-domain study (`make compare`)
+  compare          per-domain reports and the cross-domain study (`make compare`; `WITH=` joins a published study)
+  settle           train the seeds the open verdicts need, group-sequentially (`make settle`)
+  publish          write a study's per-run evidence for others to join (`make publish`)
+  reproduce        re-train published runs and compare them with the study (`make reproduce`)
   demo             the laptop comparison on synthetic tasks (`make demo`)
   throughput       speed, memory and FLOP use of every encoding (`make throughput`)
   prep_throughput  data preparation speed
 
 Library, by layer of responsibility:
   experiment/   configs into objects; one run's training, evaluation and generation
-  runs/         the run folder: layout, manifest, metrics files, model file
+  runs/         the run folder: layout, manifest, metrics files, model file; what comparisons hold fixed; published
+                studies
   inspection/   looking inside a trained run: attention weights by distance, the encodings' views, as data
   analysis/     statistics and results as plain data (no printing, no files)
   report/       rendering results: markdown, CSV/JSON, figures
