@@ -144,3 +144,22 @@ def test_reproduce_retrains_a_published_run_within_tolerance_and_names_a_tampere
     assert reproduce_main(args) == 1  # the runs are kept: only the comparison is redone
     out = capsys.readouterr().out
     assert "jsb/rope10k/seed0: largest per-example difference 0.01 nats (test example 2); OUTSIDE" in out
+
+
+def test_the_published_jsb_study_reads_back_and_todays_cpu_preset_still_joins_it():
+    """docs/results/jsb-cpu: every run's evidence is there, the YaRN runs beside their rope runs, and a run composed
+    today at the study's preset holds fixed what the study does (else a new encoding could no longer join it)."""
+    from omegaconf import OmegaConf
+
+    from pipelines.runs.settings import fixed_properties
+    from tests.sample_fixtures import REPO
+
+    study = read_study(REPO / "docs" / "results" / "jsb-cpu")
+    labels = study.study["domains"]["jsb"]
+    assert len(labels) == 45 and sum("+yarn" in label for label in labels) == 6
+    assert all(len(study.nll(label)) == 77 and len(study.nll(label, "test_2x")) == 25 for label in labels)
+    fixed = study.study["holds_fixed"]["jsb"]
+    cfg = compose_config(["domain=jsb", "preset=cpu", "pe=hope", "seed=5"])
+    mine = fixed_properties({"config": OmegaConf.to_container(cfg, resolve=True), "data_hashes": {}})
+    hashes = {k: v for k, v in fixed.items() if k.startswith("data_hashes.")}
+    assert {**mine, **hashes} == fixed
