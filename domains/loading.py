@@ -140,7 +140,13 @@ def shut_down(root: nodes.BaseNode, patience_s: float = 5.0) -> None:
         seen.add(id(node))
         stop = getattr(node, "_shutdown", None)
         if callable(stop):
-            stop()
+            try:
+                stop()
+            except RuntimeError as error:
+                # a dropped iterator can be collected on one of the graph's own threads, which cannot join
+                # itself; the other threads and the processes are still stopped below
+                if "cannot join current thread" not in str(error):
+                    raise
         workers = getattr(node, "_workers", ())
         processes += [w for w in workers if isinstance(w, multiprocessing.process.BaseProcess)]
         todo += [getattr(node, name, None) for name in ("_it", "source")]
