@@ -25,7 +25,7 @@ DOMAINS ?= all-present
 REF ?=
 STRICT ?=
 WITH ?=
-# make settle DOMAIN=jsb MAX_SEEDS=10 PLAN=1; make publish DOMAINS=jsb STUDY=docs/results/jsb-cpu;
+# make settle DOMAIN=jsb MAX_SEEDS=10 PLAN=1 [WITH=docs/results/jsb-cpu]; make publish DOMAINS=jsb STUDY=docs/results/jsb-cpu;
 # make reproduce STUDY=docs/results/jsb-cpu RUNS="rope10k/0 darope/2"
 MAX_SEEDS ?= 10
 PLAN ?=
@@ -61,10 +61,11 @@ compare: $(ENV_STAMP) ## Compare the runs: results/summary.md (+ csv, json, figu
 		$(if $(filter 1,$(STRICT)),--strict) $(if $(WITH),--with $(WITH))
 
 settle: $(ENV_STAMP) ## Train the seeds a domain's verdicts need, group-sequentially (DOMAIN, MAX_SEEDS, PLAN=1: print only)
-	$(PY) -m pipelines.settle --domain $(DOMAIN) --max-seeds $(MAX_SEEDS) $(if $(filter 1,$(PLAN)),--plan) $(ARGS)
+	$(PY) -m pipelines.settle --domain $(DOMAIN) --max-seeds $(MAX_SEEDS) $(if $(filter 1,$(PLAN)),--plan) \
+		$(if $(WITH),--with $(WITH)) $(ARGS)
 
 publish: $(ENV_STAMP) ## Write the runs' evidence into a study folder others can join (DOMAINS=jsb STUDY=docs/results/...)
-	$(PY) -m pipelines.publish --runs runs --domains $(DOMAINS) --out $(STUDY)
+	$(PY) -m pipelines.publish --runs runs --domains $(DOMAINS) --out $(STUDY) $(if $(WITH),--with $(WITH))
 
 reproduce: $(ENV_STAMP) ## Re-train published runs and compare them with the study (STUDY=docs/results/... RUNS="rope10k/0")
 	$(PY) -m pipelines.reproduce --study $(STUDY) --runs $(RUNS)

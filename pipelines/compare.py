@@ -27,7 +27,7 @@ from pipelines.analysis.study import Study, analyse_study
 from pipelines.experiment.config import domain_names
 from pipelines.report.study import write_study_report
 from pipelines.runs.metrics import RunFileError
-from pipelines.runs.published import StudyError, join, read_study
+from pipelines.runs.published import StudyError, joined_runs
 
 ALL_PRESENT = "all-present"
 
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = None if args.domains == [ALL_PRESENT] else list(dict.fromkeys(args.domains))
     try:
         with tempfile.TemporaryDirectory(prefix="posbench-joined-") as scratch:
-            runs_root, notes = joined_runs(args.runs, args.with_studies, Path(scratch))
+            runs_root, notes = joined_runs(args.runs, args.with_studies, Path(scratch), domain_names())
             study = analyse_study(runs_root, chosen, args.ref)
             if args.with_studies:
                 study.runs_root = Path(f"{args.runs} + {' + '.join(map(str, args.with_studies))}")
@@ -78,17 +78,6 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, EvidenceError, RunFileError, StudyError) as error:
         parser.exit(1, f"error: {error}\n")
     return 0
-
-
-def joined_runs(local: Path, studies: list[Path], scratch: Path) -> tuple[Path, list[str]]:
-    """The runs root to analyse: `local` itself, or with published studies a scratch folder holding the published
-    runs as run folders and links to the local ones (pipelines.runs.published.join)."""
-    if not studies:
-        return local, []
-    notes = []
-    for folder in studies:
-        notes += join(read_study(folder), local, scratch, domain_names())
-    return scratch, notes
 
 
 def _report(study: Study, args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:

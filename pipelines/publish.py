@@ -1,21 +1,25 @@
 """Publish the evidence of a study's runs, so others can join it without retraining: `make publish`.
 
     python -m pipelines.publish --runs runs --domains jsb --out docs/results/jsb-cpu [--tolerance 1e-5]
+                                [--with docs/results/<study> ...]
 
 Writes study.json, runs.json.gz, per_example.csv.gz, per_position.csv.gz (and settle/<domain>.json) into OUT
 (pipelines.runs.published). Only finished runs are published; runs of one domain (or task) that differ in what a
-comparison holds fixed are refused, naming the run.
+comparison holds fixed are refused, naming the run. --with publishes a published study's runs joined to the local
+ones (pipelines.runs.published.join, as `make compare WITH=...` reads them): how a study grown by
+`make settle WITH=...` is published again, into its own folder or another.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 from pipelines.experiment.config import domain_names
 from pipelines.runs.metrics import RunFileError
-from pipelines.runs.published import RUNS, STUDY, TOLERANCE, StudyError, export_study
+from pipelines.runs.published import RUNS, STUDY, TOLERANCE, StudyError, export_study, joined_runs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,11 +28,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--domains", nargs="+", required=True, choices=domain_names())
     parser.add_argument("--out", type=Path, required=True, help="the study folder, e.g. docs/results/jsb-cpu")
     parser.add_argument("--tolerance", type=float, default=TOLERANCE, help="nats two copies of a run agree within")
+    parser.add_argument(
+        "--with",
+        dest="with_studies",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="STUDY",
+        help="published studies whose runs are published with the local ones",
+    )
     args = parser.parse_args(argv)
     if not args.tolerance > 0:
         parser.error(f"--tolerance must be a positive number of nats, got {args.tolerance}")
     try:
-        study = export_study(args.runs, args.domains, args.out, args.tolerance)
+        with tempfile.TemporaryDirectory(prefix="posbench-publish-") as scratch:
+            runs_root, _ = joined_runs(args.runs, args.with_studies, Path(scratch), args.domains)
+            study = export_study(runs_root, args.domains, args.out, args.tolerance)
     except (StudyError, RunFileError, FileNotFoundError) as error:
         parser.exit(1, f"error: {error}\n")
     count = sum(len(labels) for labels in study["domains"].values())

@@ -1,7 +1,8 @@
 """Buy the seeds a verdict needs: `make settle DOMAIN=jsb`, under a group-sequential design (SPEC 3).
 
     python -m pipelines.settle --domain jsb [--roster full | --encodings a b ...] [--ref NAME] [--max-seeds 10]
-                               [--looks 4] [--runs runs] [--jobs N] [--plan] [overrides ...]
+                               [--looks 4] [--runs runs] [--with docs/results/<study> ...] [--jobs N] [--plan]
+                               [overrides ...]
 
 It reads the runs the domain's folder already holds (the study's first seeds, every encoding), fixes the design at
 the first look (pipelines.analysis.sequential: looks at n_1 < ... < n_K seeds, alpha spent alpha / K per look, the
@@ -11,6 +12,12 @@ region of practical equivalence (and of the reference) through the normal sweep 
 re-analyses, and stops when every pair is decided or the design's last look is reached. The looks are recorded in
 settle.json; `make compare` reads the design and reports the same verdicts.
 
+--with grows a published study without its run folders: its runs join the local ones as in `make compare WITH=...`
+(a local run that differs in what the study holds fixed is refused by name, and a planned run that would differ is
+refused before anything trains), its design is read from the study (settle/<domain>.json) unless the runs folder
+has one, and the runs the looks need are trained into the runs folder (with its settle.json); `make publish
+WITH=<study> STUDY=<study>` then publishes the grown study.
+
 --plan prints the current verdicts, the design and the runs the next look needs with their estimated cost (the
 median wall time of the encoding's finished runs), and trains nothing (nor writes the design).
 """
@@ -18,11 +25,15 @@ median wall time of the encoding's finished runs), and trains nothing (nor write
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import os
 import statistics
 import sys
+import tempfile
 from pathlib import Path
+
+from omegaconf import OmegaConf
 
 from domains.atomic import write_json
 from pipelines.analysis.domain import analyse_domain
@@ -30,11 +41,13 @@ from pipelines.analysis.evidence import EvidenceError, preset_of, require_finish
 from pipelines.analysis.matrix import per_example_evidence, per_task_evidence
 from pipelines.analysis.results import DomainResult
 from pipelines.analysis.sequential import DEFAULT_LOOKS, SETTLE_FILE, Design, best_encoding, read_design
-from pipelines.experiment.config import config_options, datamodule_class, domain_names, roster
+from pipelines.experiment.config import compose_config, config_options, datamodule_class, domain_names, roster
 from pipelines.launch.jobs import Job, plan
 from pipelines.launch.local import run_local, visible_gpus
 from pipelines.runs.layout import MANIFEST, RunFolder, discover_runs, has_tasks
 from pipelines.runs.metrics import RunFileError, read_run_json, split_entries
+from pipelines.runs.published import SETTLE_DIR, StudyError, joined_runs, read_study
+from pipelines.runs.settings import differences, fixed_properties
 
 DEFAULT_MAX_SEEDS = 10
 
@@ -133,14 +146,64 @@ def record(domain_folder: Path, result: DomainResult) -> None:
 
 
 def settle(args: argparse.Namespace, overrides: list[str]) -> int:
+    with tempfile.TemporaryDirectory(prefix="posbench-settle-") as scratch:
+        return settle_looks(args, overrides, Path(scratch))
+
+
+def evidence_runs(args: argparse.Namespace, scratch: Path, look: int) -> tuple[list[RunFolder], Path]:
+    """The domain's runs the analysis reads, and the folder its design is read from: the runs folder's own, or with
+    --with the published studies' runs joined to the local ones (laid out afresh in `scratch` at each look; a local
+    run that could not join a study is refused by name, pipelines.runs.published.join)."""
+    if not args.with_studies:
+        return discover_runs(args.runs, args.domain), args.runs / args.domain
+    root, notes = joined_runs(args.runs, args.with_studies, scratch / f"look{look}", [args.domain])
+    for note in notes:
+        print(note)
+    if not (root / args.domain).is_dir():
+        studies = ", ".join(map(str, args.with_studies))
+        raise EvidenceError(f"{args.domain}: neither {args.runs} nor {studies} hold runs of it")
+    return discover_runs(root, args.domain), root / args.domain
+
+
+def design_source(args: argparse.Namespace) -> Path:
+    """Where the domain's design is read from: the runs folder's settle.json, else a joined study's record."""
+    mine = args.runs / args.domain / SETTLE_FILE
+    published = [folder / SETTLE_DIR / f"{args.domain}.json" for folder in args.with_studies]
+    if mine.is_file():
+        return mine
+    return next((path for path in published if path.is_file()), mine)
+
+
+def check_joinable(jobs: list[Job], studies: list[Path]) -> None:
+    """StudyError, before anything trains, naming what a planned run would be trained with that a study holds
+    otherwise (the data hashes are checked by join once the runs exist): such runs could never join it."""
+    for folder in studies:
+        fixed = read_study(folder).study["holds_fixed"]
+        first_of_group = {job.key.group_label: job for job in reversed(jobs)}
+        for group, job in sorted(first_of_group.items()):
+            if group not in fixed:
+                continue
+            cfg = OmegaConf.to_container(compose_config(job.overrides), resolve=True)
+            mine, theirs = fixed_properties({"config": cfg, "data_hashes": {}}), fixed[group]
+            lines = [
+                f"  {job.label}: {key} {mine.get(key, '(not set)')}, the study has {theirs.get(key, '(not set)')}"
+                for key in differences(mine, theirs)
+                if not key.startswith("data_hashes.")
+            ]
+            if lines:
+                raise StudyError(f"refusing to train for {folder}: the runs would not join it:\n" + "\n".join(lines))
+
+
+def settle_looks(args: argparse.Namespace, overrides: list[str], scratch: Path) -> int:
     domain, runs_root = args.domain, args.runs
     domain_folder = runs_root / domain
     selection = args.encodings or (roster(args.roster) if args.roster else None)
-    runs = discover_runs(runs_root, domain)
-    require_finished(runs, runs_root)
+    runs, design_folder = evidence_runs(args, scratch, 0)
+    require_finished(runs, design_folder.parent)
     runs = chosen_runs(runs, selection)
     preset = args.preset or preset_of(runs)
-    design = read_design(domain_folder)
+    design = read_design(design_folder)
+    source = design_source(args)
     if design is None:
         design = initial_design(domain, runs, args.ref, args.max_seeds, args.looks, selection)
         fixed_now = True
@@ -154,22 +217,22 @@ def settle(args: argparse.Namespace, overrides: list[str]) -> int:
         ]
         if changed:
             raise EvidenceError(
-                f"{domain_folder / SETTLE_FILE}: the design was fixed at the first look and cannot change: "
-                f"{'; '.join(changed)}"
+                f"{source}: the design was fixed at the first look and cannot change: {'; '.join(changed)}"
             )
     print(
-        f"{domain}: design {'fixed now' if fixed_now else 'from ' + str(domain_folder / SETTLE_FILE)}: looks at "
+        f"{domain}: design {'fixed now' if fixed_now else f'from {source}'}: looks at "
         f"{', '.join(map(str, design.looks))} seeds (seeds {', '.join(map(str, design.seeds))}), alpha "
         f"{design.alpha:g} spent {design.level:.4g} per look, reference {design.ref}",
         flush=True,
     )
-    while True:
-        runs = discover_runs(runs_root, domain)
+    for look in itertools.count(1):
+        runs = evidence_runs(args, scratch, look)[0]
         result = analyse_domain(domain, runs, None, design)
         family = result.verdicts.family
         print(f"look {len(family.looks)} of {len(design.looks)}:", flush=True)
         print("\n".join(verdict_lines(result)), flush=True)
         jobs = next_jobs(domain, result, preset, runs_root, overrides)
+        check_joinable(jobs, args.with_studies)
         if args.plan:
             return print_plan(result, jobs, runs)
         record(domain_folder, result)
@@ -215,6 +278,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--looks", type=int, default=DEFAULT_LOOKS, help="looks of the design, the first included")
     parser.add_argument("--preset", choices=config_options("preset"), help="default: the runs' preset")
     parser.add_argument("--runs", type=Path, default=Path("runs"))
+    parser.add_argument(
+        "--with",
+        dest="with_studies",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="STUDY",
+        help="published studies (docs/results/<name>) whose runs join the local ones; new runs train locally",
+    )
     parser.add_argument("--jobs", type=int, default=None, help="runs at once (default: one per GPU, else per core)")
     parser.add_argument("--plan", action="store_true", help="print the verdicts and the next runs; train nothing")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides every run of the study was trained with")
@@ -223,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--looks must be at least 1, got {args.looks}")
     try:
         return settle(args, args.overrides)
-    except (FileNotFoundError, EvidenceError, RunFileError, ValueError) as error:
+    except (FileNotFoundError, EvidenceError, RunFileError, StudyError, ValueError) as error:
         parser.exit(1, f"error: {error}\n")
 
 

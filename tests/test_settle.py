@@ -12,6 +12,9 @@ import pytest
 
 from pipelines import settle as settle_module
 from pipelines.analysis.sequential import Comparator, Design, primary_family
+from pipelines.compare import main as compare_main
+from pipelines.publish import main as publish_main
+from pipelines.runs.published import export_study
 from tests.run_fixtures import compare, lm_domain, read_csv, synthetic_tree
 from tests.test_verdict import evidence
 
@@ -54,13 +57,10 @@ def test_plan_lists_exactly_the_runs_the_rule_calls_for(tmp_path, capsys):
     assert not (tmp_path / "runs" / "jsb" / "rope10k" / "seed3").exists()
 
 
-def test_settle_trains_the_called_runs_records_the_looks_and_compare_reports_the_same(tmp_path, monkeypatch, capsys):
-    root = tmp_path / "runs"
-    fabricated_study(root)
-    trained = []
+def fake_training(root, trained):
+    """run_local replaced by finished runs in `root`: rope10k is 0.02 worse, darope as it was; seed k adds 0.001 k."""
 
-    def fake_run_local(jobs, workers):
-        """Training replaced by finished runs: rope10k is 0.02 worse, darope as it was; seed k adds 0.001 k."""
+    def run_local(jobs, workers):
         for job in jobs:
             pe, seed = job.key.encoding, job.key.seed
             trained.append(job.label)
@@ -68,6 +68,14 @@ def test_settle_trains_the_called_runs_records_the_looks_and_compare_reports_the
             lm_domain(root, "jsb", {pe: X + shift}, seeds=(seed,), seed_step=0.0)
         return []
 
+    return run_local
+
+
+def test_settle_trains_the_called_runs_records_the_looks_and_compare_reports_the_same(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "runs"
+    fabricated_study(root)
+    trained = []
+    fake_run_local = fake_training(root, trained)
     monkeypatch.setattr(settle_module, "run_local", fake_run_local)
     assert settle_module.main(["--domain", "jsb", "--runs", str(root), "--ref", "darope"]) == 0
     out = capsys.readouterr().out
@@ -164,3 +172,101 @@ def test_plan_on_a_domain_with_tasks_lists_every_task_of_the_called_seeds(tmp_pa
         for pe in ("ape_learned", "rope10k")
         for seed in (2, 3, 4)
     )
+
+
+def test_settle_with_a_published_study_trains_locally_what_its_own_runs_would_need(tmp_path, monkeypatch, capsys):
+    """A published study grown without its run folders (--with): the same plan, the same runs trained and the same
+    looks as settling the study's own runs; the new runs land in the local folder only, and publish --with
+    writes the grown study, which compare reads with the design's verdicts."""
+    fabricated_study(tmp_path / "published_runs")
+    export_study(tmp_path / "published_runs", ["jsb"], tmp_path / "study")
+    # the fabricated manifests are not composed configs: check_joinable is tested on its own below
+    monkeypatch.setattr(settle_module, "check_joinable", lambda jobs, studies: None)
+    local, args = tmp_path / "local", ["--domain", "jsb", "--ref", "darope"]
+    assert settle_module.main([*args, "--runs", str(local), "--with", str(tmp_path / "study"), "--plan"]) == 0
+    planned = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("  jsb/")]
+    assert planned == ["jsb/darope/seed3", "jsb/darope/seed4", "jsb/rope10k/seed3", "jsb/rope10k/seed4"]
+    assert not local.exists()
+
+    direct, joined = [], []
+    monkeypatch.setattr(settle_module, "run_local", fake_training(tmp_path / "published_runs", direct))
+    assert settle_module.main([*args, "--runs", str(tmp_path / "published_runs")]) == 0
+    monkeypatch.setattr(settle_module, "run_local", fake_training(local, joined))
+    assert settle_module.main([*args, "--runs", str(local), "--with", str(tmp_path / "study")]) == 0
+    assert joined == direct and len(joined) >= 4
+    mine = json.loads((local / "jsb" / "settle.json").read_text())
+    assert mine == json.loads((tmp_path / "published_runs" / "jsb" / "settle.json").read_text())
+    assert sorted(p.parent.name + "/" + p.name for p in (local / "jsb").glob("*/seed*")) == sorted(
+        label.removeprefix("jsb/") for label in joined
+    )
+    assert (
+        publish_main(
+            [
+                "--runs",
+                str(local),
+                "--domains",
+                "jsb",
+                "--out",
+                str(tmp_path / "grown"),
+                "--with",
+                str(tmp_path / "study"),
+            ]
+        )
+        == 0
+    )
+    grown = json.loads((tmp_path / "grown" / "study.json").read_text())["domains"]["jsb"]
+    assert len(grown) == 12 + len(joined)
+    assert json.loads((tmp_path / "grown" / "settle" / "jsb.json").read_text()) == mine
+    summary = compare(tmp_path / "published_runs", "jsb", tmp_path / "direct_out")
+    assert (
+        compare_main(
+            ["--runs", str(tmp_path / "none"), "--out", str(tmp_path / "grown_out"), "--with", str(tmp_path / "grown")]
+        )
+        == 0
+    )
+    assert (tmp_path / "grown_out" / "jsb" / "summary.csv").read_text() == (summary.parent / "summary.csv").read_text()
+
+
+def test_settle_with_refuses_a_local_design_other_than_the_studys(tmp_path, capsys):
+    fabricated_study(tmp_path / "published_runs")
+    assert settle_module.main(["--domain", "jsb", "--runs", str(tmp_path / "published_runs"), "--plan"]) == 0
+    (tmp_path / "published_runs" / "jsb" / "settle.json").write_text(
+        json.dumps({"design": Design.grow([0, 1, 2], 10, ref="darope").to_json(), "looks": []})
+    )
+    export_study(tmp_path / "published_runs", ["jsb"], tmp_path / "study")
+    local = tmp_path / "local" / "jsb"
+    local.mkdir(parents=True)
+    (local / "settle.json").write_text(json.dumps({"design": Design.grow([0, 1, 2], 6, ref="darope").to_json()}))
+    with pytest.raises(SystemExit):
+        settle_module.main(["--domain", "jsb", "--runs", str(local.parent), "--with", str(tmp_path / "study")])
+    err = capsys.readouterr().err
+    assert f"{local / 'settle.json'}: another make-settle design than the study's" in err
+
+
+def test_settle_with_refuses_before_training_a_run_the_study_would_not_take(tmp_path, capsys):
+    """The study holds fixed what a run composed at its preset has (as a real published study does); a settle
+    whose overrides change the budget is refused by name before any folder is made."""
+    from omegaconf import OmegaConf
+
+    from pipelines.experiment.config import compose_config
+    from pipelines.runs.settings import fixed_properties
+
+    fabricated_study(tmp_path / "published_runs")
+    export_study(tmp_path / "published_runs", ["jsb"], tmp_path / "study")
+    cfg = compose_config(["domain=jsb", "preset=tiny", "pe=darope", "seed=0"])
+    data = json.loads((tmp_path / "study" / "study.json").read_text())
+    data["holds_fixed"]["jsb"] = fixed_properties(
+        {"config": OmegaConf.to_container(cfg, resolve=True), "data_hashes": {}}
+    )
+    (tmp_path / "study" / "study.json").write_text(json.dumps(data))
+    args = ["--domain", "jsb", "--runs", str(tmp_path / "local"), "--with", str(tmp_path / "study"), "--ref", "darope"]
+    assert settle_module.main([*args, "--plan"]) == 0
+    assert "plan: the next look needs 4 runs" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        settle_module.main([*args, "trainer.max_steps=7"])
+    err = capsys.readouterr().err
+    assert (
+        "refusing to train for" in err
+        and f"jsb/darope/seed3: trainer.max_steps 7, the study has {cfg.trainer.max_steps}" in err
+    )
+    assert not (tmp_path / "local").exists()

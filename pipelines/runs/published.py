@@ -201,6 +201,14 @@ def settle_record(published: PublishedStudy, domain: str) -> str | None:
     return path.read_text() if path.is_file() else None
 
 
+def _design(path: Path) -> Any:
+    """The design a settle record holds (None when it cannot be read: read_design names the damage)."""
+    try:
+        return json.loads(path.read_text()).get("design")
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        return None
+
+
 def largest_difference(a: dict[int, float], b: dict[int, float]) -> tuple[float, int | None]:
     """(the largest |a - b| over the examples, its example); inf when the example sets differ."""
     if set(a) != set(b):
@@ -255,6 +263,14 @@ def join(published: PublishedStudy, local_root: Path, merged: Path, domains: lis
         if record is not None:
             write_text(merged / domain / SETTLE_FILE, record)
     for domain in domains:
+        local_record, joined_record = local_root / domain / SETTLE_FILE, merged / domain / SETTLE_FILE
+        if local_record.is_file() and not joined_record.exists():
+            write_text(joined_record, local_record.read_text())
+        elif local_record.is_file() and _design(local_record) != _design(joined_record):
+            problems.append(
+                f"{local_record}: another make-settle design than the study's "
+                f"({published.folder / SETTLE_DIR / f'{domain}.json'}); a design is fixed at its first look"
+            )
         try:
             local = discover_runs(local_root, domain)
         except FileNotFoundError:
@@ -278,11 +294,21 @@ def join(published: PublishedStudy, local_root: Path, merged: Path, domains: lis
             target = run.key.folder(merged)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.symlink_to(run.path.resolve(), target_is_directory=True)
-        if (local_root / domain / SETTLE_FILE).is_file() and not (merged / domain / SETTLE_FILE).exists():
-            write_text(merged / domain / SETTLE_FILE, (local_root / domain / SETTLE_FILE).read_text())
     if problems:
         raise StudyError(
             f"refusing to join {published.folder}: a joining run must match what the study holds fixed and agree "
             "with the published copy of the same run:\n" + "\n".join(f"  {line}" for line in problems)
         )
     return notes
+
+
+def joined_runs(local: Path, studies: list[Path], scratch: Path, domains: list[str]) -> tuple[Path, list[str]]:
+    """The runs root to analyse: `local` itself, or with published studies `scratch`, laid out with the published
+    runs as run folders and links to the local runs of `domains` (join); the notes of the local runs that
+    reproduced a published one."""
+    if not studies:
+        return local, []
+    notes = []
+    for folder in studies:
+        notes += join(read_study(folder), local, scratch, domains)
+    return scratch, notes
