@@ -17,7 +17,8 @@ import math
 
 import torch
 
-from models.encodings.base import Option, PositionalEncoding, register
+from models.encodings.base import PositionalEncoding, register
+from models.encodings.options import Option
 
 
 def sinusoid_table(pos: torch.Tensor, d_model: int) -> torch.Tensor:

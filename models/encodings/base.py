@@ -55,12 +55,8 @@ positions without a copy of it: with M = r L, a training forward pass replaces t
   bias); both put training distances anywhere in [0, M).
 An encoding with `max_positions` (a learned table) refuses the option: its table ends below M.
 
-Options: each keyword an encoding's `__init__` takes is declared in its class's `option_rules` (an `Option`: a
-number, a whole number or a flag, and its range), merged along the class's bases (RoPE's `base` serves every
-rotary subclass). `build_encoding` checks the options against the rules before the encoding is built, so a bad
-value fails naming the encoding, the option and the rule ("encoding 'rope': option base=-1 (must be a number > 1
-...)") instead of training on NaN; checks that need the model's sizes (DaRoPE's `n_slow` against the head's
-bands) stay in the constructors. A class whose `__init__` takes an undeclared option is refused when defined.
+Options: each keyword an encoding's `__init__` takes is declared in its class's `option_rules`
+(models.encodings.options).
 """
 
 from __future__ import annotations
@@ -69,15 +65,15 @@ import contextlib
 import importlib
 import inspect
 import math
-import numbers
 import pkgutil
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import nn
+
+from models.encodings.options import Option
 
 HOOK_OF_MECHANISM = {
     "none": None,
@@ -92,47 +88,6 @@ RANDOM_EVAL_ENTROPY = 0x7A2D_0E15  # an evaluation of T tokens draws its positio
 
 
 DIMENSIONS = ("n_layer", "n_head", "d_model", "context")  # what every encoding is built with; not options
-KIND_WORDS = {"number": "a number", "whole": "a whole number", "flag": "true or false"}
-
-
-def _any(value: Any) -> bool:
-    return True
-
-
-@dataclass(frozen=True)
-class Option:
-    """One option an encoding takes: its kind, "number" (an int or float, finite), "whole" (an int) or "flag" (a
-    bool), its range (`valid`, stated in words by `rule`) and what it means (`why`); `optional`: None (the default
-    of a derived value) is allowed too."""
-
-    kind: str
-    rule: str = ""
-    valid: Callable[[Any], bool] = _any
-    optional: bool = False
-    why: str = ""  # what the value means, for the error
-
-    def __post_init__(self) -> None:
-        if self.kind not in KIND_WORDS:
-            raise ValueError(f"option kind {self.kind!r} is not one of {list(KIND_WORDS)}")
-
-    @property
-    def requirement(self) -> str:
-        """'must be a number > 1: <why>', 'must be a whole number >= 1 or null: <why>', ..."""
-        words = " ".join(part for part in (KIND_WORDS[self.kind], self.rule) if part)
-        return f"must be {words}{' or null' if self.optional else ''}{': ' + self.why if self.why else ''}"
-
-    def accepts(self, value: Any) -> bool:
-        if value is None:
-            return self.optional
-        if self.kind == "flag":
-            return isinstance(value, bool)
-        if isinstance(value, bool):  # True is an int to Python, not a number here
-            return False
-        if self.kind == "whole" and not isinstance(value, numbers.Integral):
-            return False
-        if not isinstance(value, numbers.Real) or not math.isfinite(value):
-            return False
-        return bool(self.valid(value))
 
 
 def attention_dtype(device: torch.device) -> torch.dtype:
@@ -198,7 +153,7 @@ class PositionalEncoding(nn.Module):
         if undeclared:
             raise TypeError(
                 f"{cls.__name__}: options {undeclared} of its __init__ have no rule; declare each in option_rules "
-                "(models.encodings.base.Option: its kind and range), so a bad value is refused by name"
+                "(models.encodings.options.Option: its kind and range), so a bad value is refused by name"
             )
         if cls.mechanism not in HOOK_OF_MECHANISM:
             raise TypeError(f"{cls.__name__}: mechanism {cls.mechanism!r} is not one of {list(HOOK_OF_MECHANISM)}")

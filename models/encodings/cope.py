@@ -61,7 +61,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.encodings.base import Option, PositionalEncoding, outside_autocast, register
+from models.encodings.base import PositionalEncoding, outside_autocast, register
+from models.encodings.options import Option
 from models.encodings.rope import at_least_fp32
 
 # Tile shape defaults per device. CPU (measured here, 1 thread): tiles of 64 rows and an 8 MiB workspace run

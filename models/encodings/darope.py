@@ -28,7 +28,8 @@ neglected.
 import torch
 from torch import nn
 
-from models.encodings.base import Option, PositionalEncoding, outside_autocast, register
+from models.encodings.base import PositionalEncoding, outside_autocast, register
+from models.encodings.options import Option
 from models.encodings.rope import RoPE, at_least_fp32, fast_band_count, rotate, unit_rotations
 
 EPS = 1e-6

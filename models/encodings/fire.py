@@ -44,7 +44,8 @@ FLOPs per token (`flops_per_token`): one add of the bias per visible key, head a
 import torch
 from torch import nn
 
-from models.encodings.base import Option, PositionalEncoding, causal_logits, outside_autocast, register
+from models.encodings.base import PositionalEncoding, causal_logits, outside_autocast, register
+from models.encodings.options import Option
 from models.encodings.relative_bias import LagLogits, lag_logits
 
 EPS = 1e-6  # added to the normaliser, as in that code

@@ -31,7 +31,8 @@ import math
 
 import torch
 
-from models.encodings.base import Option, outside_autocast, register
+from models.encodings.base import outside_autocast, register
+from models.encodings.options import Option
 from models.encodings.rope import at_least_fp32, rotate
 from models.encodings.rope_dup import DuplicatedRoPE
 

@@ -16,7 +16,8 @@ as RoPE's: 6 d_model per layer; the table and exp(a) are per forward pass and ne
 import torch
 from torch import nn
 
-from models.encodings.base import Option, register
+from models.encodings.base import register
+from models.encodings.options import Option
 from models.encodings.rope import RoPE, at_least_fp32
 
 

@@ -12,7 +12,8 @@ token and layer.
 
 import torch
 
-from models.encodings.base import Option, register
+from models.encodings.base import register
+from models.encodings.options import Option
 from models.encodings.rope import RoPE, rope_frequencies
 
 

@@ -31,7 +31,8 @@ import math
 
 import torch
 
-from models.encodings.base import Option, PositionalEncoding, register
+from models.encodings.base import PositionalEncoding, register
+from models.encodings.options import Option
 
 # base > 1: theta_j = base^(-2j/d) falls with j (fast bands first); base <= 0 makes the angles inf or NaN
 BASE = Option("number", "> 1", lambda v: v > 1, why="theta_j = base^(-2j/d) must fall with j")

@@ -10,7 +10,8 @@ Computed and counted as RoPE (models.encodings.rope): 6 d_model FLOPs per token 
 
 import torch
 
-from models.encodings.base import Option, register
+from models.encodings.base import register
+from models.encodings.options import Option
 from models.encodings.rope import RoPE, rope_frequencies
 
 

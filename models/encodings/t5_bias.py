@@ -29,7 +29,8 @@ import math
 import torch
 from torch import nn
 
-from models.encodings.base import Option, PositionalEncoding, causal_logits, register
+from models.encodings.base import PositionalEncoding, causal_logits, register
+from models.encodings.options import Option
 from models.encodings.relative_bias import lag_logits
 
 

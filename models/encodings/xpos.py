@@ -41,7 +41,8 @@ import math
 
 import torch
 
-from models.encodings.base import Option, PositionalEncoding, register
+from models.encodings.base import PositionalEncoding, register
+from models.encodings.options import Option
 from models.encodings.rope import RoPE, rotate, unit_rotations
 
 

@@ -20,7 +20,8 @@ import math
 
 import torch
 
-from models.encodings.base import Option, register
+from models.encodings.base import register
+from models.encodings.options import Option
 from models.encodings.rope import RoPE, rope_frequencies
 
 BETA_FAST, BETA_SLOW = 32.0, 1.0
