@@ -73,27 +73,31 @@ class TrainBatches:
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         self.close()
-        self._running = self._batches()
+        # a function, not a method: an iterator holding `self` (which holds it) would be a reference cycle, so a
+        # dropped one would stop its workers only when the cycle collector runs, on whichever thread that is
+        self._running = _batches(self._build)
         return self._running
-
-    def _batches(self) -> Iterator[dict[str, torch.Tensor]]:
-        loader = self._build()
-        global _starting_workers
-        _starting_workers += 1  # the workers are forked inside iter(): see _in_forked_worker
-        try:
-            batches = iter(loader)
-        finally:
-            _starting_workers -= 1
-        try:
-            yield from batches
-        finally:  # closed, or dropped: the workers end with the iterator
-            shut_down(loader.root)
 
     def close(self) -> None:
         """Shut the running iterator's workers down (at the end of training; idempotent)."""
         running, self._running = self._running, None
         if running is not None:
             running.close()
+
+
+def _batches(build: Callable[[], nodes.Loader]) -> Iterator[dict[str, torch.Tensor]]:
+    """One iterator of TrainBatches: a graph built anew, its workers stopped when it is closed or dropped."""
+    loader = build()
+    global _starting_workers
+    _starting_workers += 1  # the workers are forked inside iter(): see _in_forked_worker
+    try:
+        batches = iter(loader)
+    finally:
+        _starting_workers -= 1
+    try:
+        yield from batches
+    finally:  # closed, or dropped: the workers end with the iterator
+        shut_down(loader.root)
 
 
 _starting_workers = 0  # > 0 while a loader's iter() forks its worker processes
