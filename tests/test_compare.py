@@ -269,25 +269,28 @@ def test_a_per_example_domain_gets_a_friedman_test_and_cd_diagram_over_its_test_
     ("change", "aspect", "darope_value", "nope_value"),
     [
         ({"lr": 0.001}, "trainer and optimiser settings", "optim.lr=0.002", "optim.lr=0.001"),
+        ({"warmup_steps": 5}, "trainer and optimiser settings", "optim.warmup_steps=30", "optim.warmup_steps=5"),
+        ({"weight_decay": 0.0}, "trainer and optimiser settings", "optim.weight_decay=0.1", "optim.weight_decay=0.0"),
         ({"eval_stride": 8}, "domain settings", "args.eval_stride=None", "args.eval_stride=8"),
     ],
 )
 def test_runs_trained_or_scored_with_other_settings_are_refused_naming_them(
     tmp_path, change, aspect, darope_value, nope_value
 ):
-    """An edited default (the optimiser's lr) or another evaluation stride changes the numbers: refused like the
-    data or the model; where the runs live, the logger or the checkpoint cadence may differ."""
+    """An edited default (the optimiser's lr, warmup, weight decay) or another evaluation stride changes the numbers:
+    refused like the data or the model; where the runs live, the logger or the checkpoint cadence may differ."""
     pair(tmp_path / "runs")
     manifest_path = tmp_path / "runs" / "jsb" / "nope" / "seed0" / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     config = manifest["config"]
-    config["trainer"]["optim"] = {"lr": change.get("lr", 0.002)}
+    optim = {"lr": 0.002, "warmup_steps": 30, "weight_decay": 0.1}
+    config["trainer"]["optim"] = {key: change.get(key, value) for key, value in optim.items()}
     config["domain"]["args"]["eval_stride"] = change.get("eval_stride")
     config["trainer"]["ckpt_every"], config["runs_root"] = 7, "elsewhere"  # cannot change a result: allowed
     manifest_path.write_text(json.dumps(manifest))
     darope_path = tmp_path / "runs" / "jsb" / "darope" / "seed0" / "manifest.json"
     darope = json.loads(darope_path.read_text())
-    darope["config"]["trainer"]["optim"] = {"lr": 0.002}
+    darope["config"]["trainer"]["optim"] = optim
     darope["config"]["domain"]["args"]["eval_stride"] = None
     darope_path.write_text(json.dumps(darope))
     with pytest.raises(IncomparableRunsError) as error:
