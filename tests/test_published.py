@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from pipelines.compare import main as compare_main
-from pipelines.experiment.config import compose_config
+from pipelines.experiment.config import compose_config, roster
 from pipelines.experiment.training import train_and_evaluate
 from pipelines.publish import main as publish_main
 from pipelines.reproduce import main as reproduce_main
@@ -156,7 +156,11 @@ def test_the_published_jsb_study_reads_back_and_todays_cpu_preset_still_joins_it
 
     study = read_study(REPO / "docs" / "results" / "jsb-cpu")
     labels = study.study["domains"]["jsb"]
-    assert len(labels) == 45 and sum("+yarn" in label for label in labels) == 6
+    trained = [label.split("/")[1:] for label in labels if "+yarn" not in label]
+    yarn = sorted(label.replace("+yarn", "") for label in labels if "+yarn" in label)
+    assert {pe for pe, _ in trained} == set(roster("full"))
+    assert all([pe, f"seed{s}"] in trained for pe in roster("full") for s in (0, 1, 2))  # every encoding's study
+    assert yarn == sorted(f"jsb/{pe}/{seed}" for pe, seed in trained if pe.startswith("rope") and "_" not in pe)
     assert all(len(study.nll(label)) == 77 and len(study.nll(label, "test_2x")) == 25 for label in labels)
     fixed = study.study["holds_fixed"]["jsb"]
     cfg = compose_config(["domain=jsb", "preset=cpu", "pe=hope", "seed=5"])
