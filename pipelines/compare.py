@@ -27,7 +27,7 @@ from pipelines.analysis.study import Study, analyse_study
 from pipelines.experiment.config import domain_names
 from pipelines.report.study import write_study_report
 from pipelines.runs.metrics import RunFileError
-from pipelines.runs.published import StudyError, joined_runs
+from pipelines.runs.published import StudyError, add_with_option, joined_runs
 
 ALL_PRESENT = "all-present"
 
@@ -50,15 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=Path, default=Path("runs"), help="runs root (default: runs)")
     parser.add_argument("--out", type=Path, default=Path("results"), help="writes OUT/summary.* and OUT/<domain>/")
     parser.add_argument("--ref", default=None, help=f"reference of the paired tests (default {DEFAULT_REF})")
-    parser.add_argument(
-        "--with",
-        dest="with_studies",
-        nargs="+",
-        type=Path,
-        default=[],
-        metavar="STUDY",
-        help="published studies (docs/results/<name>) whose runs join the local ones as if they were run folders",
-    )
+    add_with_option(parser, "published studies (docs/results/<name>) whose runs join the local ones as run folders")
     parser.add_argument(
         "--strict", action="store_true", help="exit non-zero, writing nothing, when any run, seed or domain is missing"
     )

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pipelines.experiment.config import domain_names
 from pipelines.runs.metrics import RunFileError
-from pipelines.runs.published import RUNS, STUDY, TOLERANCE, StudyError, export_study, joined_runs
+from pipelines.runs.published import RUNS, STUDY, TOLERANCE, StudyError, add_with_option, export_study, joined_runs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,15 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--domains", nargs="+", required=True, choices=domain_names())
     parser.add_argument("--out", type=Path, required=True, help="the study folder, e.g. docs/results/jsb-cpu")
     parser.add_argument("--tolerance", type=float, default=TOLERANCE, help="nats two copies of a run agree within")
-    parser.add_argument(
-        "--with",
-        dest="with_studies",
-        type=Path,
-        nargs="+",
-        default=[],
-        metavar="STUDY",
-        help="published studies whose runs are published with the local ones",
-    )
+    add_with_option(parser, "published studies whose runs are published with the local ones")
     args = parser.parse_args(argv)
     if not args.tolerance > 0:
         parser.error(f"--tolerance must be a positive number of nats, got {args.tolerance}")

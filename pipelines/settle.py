@@ -46,7 +46,7 @@ from pipelines.launch.jobs import Job, plan
 from pipelines.launch.local import run_local, visible_gpus
 from pipelines.runs.layout import MANIFEST, RunFolder, discover_runs, has_tasks
 from pipelines.runs.metrics import RunFileError, read_run_json, split_entries
-from pipelines.runs.published import SETTLE_DIR, StudyError, joined_runs, read_study
+from pipelines.runs.published import SETTLE_DIR, StudyError, add_with_option, joined_runs, read_study
 from pipelines.runs.settings import differences, fixed_properties
 
 DEFAULT_MAX_SEEDS = 10
@@ -278,15 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--looks", type=int, default=DEFAULT_LOOKS, help="looks of the design, the first included")
     parser.add_argument("--preset", choices=config_options("preset"), help="default: the runs' preset")
     parser.add_argument("--runs", type=Path, default=Path("runs"))
-    parser.add_argument(
-        "--with",
-        dest="with_studies",
-        type=Path,
-        nargs="+",
-        default=[],
-        metavar="STUDY",
-        help="published studies (docs/results/<name>) whose runs join the local ones; new runs train locally",
-    )
+    add_with_option(parser, "published studies whose runs join the local ones; the new runs train locally")
     parser.add_argument("--jobs", type=int, default=None, help="runs at once (default: one per GPU, else per core)")
     parser.add_argument("--plan", action="store_true", help="print the verdicts and the next runs; train nothing")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides every run of the study was trained with")

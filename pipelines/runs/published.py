@@ -17,6 +17,7 @@ is 100+ MB) and reads in any tool; gzip is written with a zero timestamp, so an 
 
 from __future__ import annotations
 
+import argparse
 import csv
 import gzip
 import io
@@ -312,3 +313,8 @@ def joined_runs(local: Path, studies: list[Path], scratch: Path, domains: list[s
     for folder in studies:
         notes += join(read_study(folder), local, scratch, domains)
     return scratch, notes
+
+
+def add_with_option(parser: argparse.ArgumentParser, help: str) -> None:
+    """The `--with STUDY ...` option of the commands that read published studies beside the local runs."""
+    parser.add_argument("--with", dest="with_studies", nargs="+", type=Path, default=[], metavar="STUDY", help=help)
