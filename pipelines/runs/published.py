@@ -7,7 +7,9 @@ compared with the published runs without retraining them (`make compare WITH=doc
                            tolerance two copies of a run must agree within, and the runs it holds
     runs.json.gz           per run: its manifest, metrics/summary.json and done.json
     per_example.csv.gz     run, split, example, nll, tokens, correct, exact     (every evaluation split)
-    per_position.csv.gz    run, split, position, nll_sum, tokens
+    per_position/<encoding>.csv.gz
+                           run, split, position, nll_sum, tokens   (one file per encoding: each stays small
+                           however many seeds and encodings the study grows to)
     settle.json            the make-settle design and looks of a domain, when it has one (settle/<domain>.json)
 
 CSV rather than Parquet: the files are small (a JSB study gzips to a few MB), CSV needs no new dependency (pyarrow
@@ -39,7 +41,7 @@ from pipelines.runs.settings import differences, fixed_properties
 STUDY = "study.json"
 RUNS = "runs.json.gz"
 PER_EXAMPLE = "per_example.csv.gz"
-PER_POSITION = "per_position.csv.gz"
+PER_POSITION = "per_position"  # a folder: <encoding>.csv.gz
 SETTLE_DIR = "settle"
 # Two copies of one run (a published one and a local one) agree when every per-example NLL differs by at most this
 # many nats. Measured (README, "Compare your encoding with the published study"): the same CPU and thread count
@@ -91,7 +93,8 @@ def _metric_rows(run: RunFolder, pattern: str) -> list[tuple[str, list[list[str]
 def export_study(runs_root: Path, domains: list[str], out: Path, tolerance: float = TOLERANCE) -> dict:
     """Write the evidence of every finished run of `domains` under `runs_root` into `out`; returns study.json."""
     out.mkdir(parents=True, exist_ok=True)
-    records, examples, positions, fixed, domain_runs = {}, [], [], {}, {}
+    records, examples, fixed, domain_runs = {}, [], {}, {}
+    positions: dict[str, list[list[str]]] = {}  # encoding -> its runs' rows
     for domain in domains:
         runs = sorted((r for r in discover_runs(runs_root, domain) if r.finished), key=lambda r: r.label)
         domain_runs[domain] = [run.label for run in runs]
@@ -105,9 +108,9 @@ def export_study(runs_root: Path, domains: list[str], out: Path, tolerance: floa
             examples += [
                 [run.label, split, *row] for split, row_list in _metric_rows(run, "per_example") for row in row_list
             ]
-            positions += [
+            positions.setdefault(run.key.encoding, []).extend(
                 [run.label, split, *row] for split, row_list in _metric_rows(run, "per_position") for row in row_list
-            ]
+            )
             if not run.derived:
                 group = run.key.group_label
                 properties = fixed_properties(manifest)
@@ -130,11 +133,15 @@ def export_study(runs_root: Path, domains: list[str], out: Path, tolerance: floa
         "produced_at": git_state(),
         "packages": package_versions(),
     }
-    for name, text in (
-        (RUNS, json.dumps(records, sort_keys=True, indent=1)),
-        (PER_EXAMPLE, _csv_text(EXAMPLE_HEADER, examples)),
-        (PER_POSITION, _csv_text(POSITION_HEADER, positions)),
-    ):
+    files = {
+        RUNS: json.dumps(records, sort_keys=True, indent=1),
+        PER_EXAMPLE: _csv_text(EXAMPLE_HEADER, examples),
+        **{f"{PER_POSITION}/{name}.csv.gz": _csv_text(POSITION_HEADER, rows) for name, rows in positions.items()},
+    }
+    (out / PER_POSITION).mkdir(exist_ok=True)
+    for stale in set((out / PER_POSITION).glob("*.csv.gz")) - {out / name for name in files}:
+        stale.unlink()  # an encoding the study no longer holds
+    for name, text in files.items():
         data = _gzip_bytes(text)
         atomic_write(out / name, lambda handle, data=data: handle.write(data), mode="wb")
     write_json(out / STUDY, study)
@@ -166,10 +173,10 @@ def read_study(folder: Path) -> PublishedStudy:
         study = json.loads((folder / STUDY).read_text())
         records = json.loads(gzip.decompress((folder / RUNS).read_bytes()))
         examples, positions = {}, {}
-        for rows, target in (
-            (_read_rows(folder / PER_EXAMPLE), examples),
-            (_read_rows(folder / PER_POSITION), positions),
-        ):
+        if not (folder / PER_POSITION).is_dir():
+            raise FileNotFoundError(2, "missing", str(folder / PER_POSITION))
+        position_rows = [row for path in sorted((folder / PER_POSITION).glob("*.csv.gz")) for row in _read_rows(path)]
+        for rows, target in ((_read_rows(folder / PER_EXAMPLE), examples), (position_rows, positions)):
             for label, split, *rest in rows:
                 target.setdefault(label, {}).setdefault(split, []).append(rest)
     except FileNotFoundError as error:
