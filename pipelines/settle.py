@@ -200,12 +200,12 @@ def settle_looks(args: argparse.Namespace, overrides: list[str], scratch: Path) 
     selection = args.encodings or (roster(args.roster) if args.roster else None)
     runs, design_folder = evidence_runs(args, scratch, 0)
     require_finished(runs, design_folder.parent)
-    runs = chosen_runs(runs, selection)
-    preset = args.preset or preset_of(runs)
+    chosen = chosen_runs(runs, selection)
+    preset = args.preset or preset_of(chosen)
     design = read_design(design_folder)
     source = design_source(args)
     if design is None:
-        design = initial_design(domain, runs, args.ref, args.max_seeds, args.looks, selection)
+        design = initial_design(domain, chosen, args.ref, args.max_seeds, args.looks, selection)
         fixed_now = True
     else:
         fixed_now = False
@@ -226,7 +226,6 @@ def settle_looks(args: argparse.Namespace, overrides: list[str], scratch: Path) 
         flush=True,
     )
     for look in itertools.count(1):
-        runs = evidence_runs(args, scratch, look)[0]
         result = analyse_domain(domain, runs, None, design)
         family = result.verdicts.family
         print(f"look {len(family.looks)} of {len(design.looks)}:", flush=True)
@@ -250,6 +249,7 @@ def settle_looks(args: argparse.Namespace, overrides: list[str], scratch: Path) 
             for job in failed:
                 print(f"failed run: {job.label}: {job.error}", file=sys.stderr)
             return 1
+        runs = evidence_runs(args, scratch, look)[0]  # the look's new runs beside the others
 
 
 def print_plan(result: DomainResult, jobs: list[Job], runs: list[RunFolder]) -> int:
