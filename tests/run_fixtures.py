@@ -137,6 +137,21 @@ def write_positions(run_dir, split, positions, nll):
 
 
 SPLIT_FACTOR = {"test": 1, "test_2x": 2, "test_8x": 8}
+INSTANCE_OFFSETS = np.array([-0.03, -0.01, 0.01, 0.03])  # each test instance's accuracy about the run's (mean 0)
+INSTANCE_TOKENS = 100
+
+
+def instance_correct(accuracy, pe, seed):
+    """The correct tokens, out of INSTANCE_TOKENS, of each of a task run's 4 test instances: their mean accuracy is
+    `accuracy`; how they spread depends on the encoding and seed."""
+    return np.round(INSTANCE_TOKENS * (accuracy + np.roll(INSTANCE_OFFSETS, len(pe) + seed))).astype(int)
+
+
+def write_instances(run_dir, accuracy, pe, seed):
+    """metrics/test.per_example.csv of a task run (instance_correct)."""
+    correct = instance_correct(accuracy, pe, seed)
+    rows = [[i, repr(1.0 - accuracy), INSTANCE_TOKENS, c, int(c == INSTANCE_TOKENS)] for i, c in enumerate(correct)]
+    write_csv(run_dir / "metrics" / "test.per_example.csv", ["example", "nll", "tokens", "correct", "exact"], rows)
 
 
 def synthetic_tree(root):
@@ -145,7 +160,7 @@ def synthetic_tree(root):
         splits = {
             split: {"skipped": SKIP_REASON}
             if acc is None
-            else {"nll": 1.0 - acc, "accuracy": acc, "exact_match": 0.0, "examples": 4, "tokens": 40}
+            else {"nll": 1.0 - acc, "accuracy": acc, "exact_match": 0.0, "examples": 4, "tokens": 400}
             for split, acc in zip(SPLIT_FACTOR, accuracies, strict=True)
         }
         write_run(
@@ -158,6 +173,7 @@ def synthetic_tree(root):
             splits=splits,
             finished=(task, pe, seed) != ("reverse_string", "rope10k", 1),
         )
+        write_instances(run_dir, accuracies[0], pe, seed)
         for split, acc in zip(SPLIT_FACTOR, accuracies, strict=True):
             if acc is not None:
                 write_positions(run_dir, split, np.arange(1, SPLIT_FACTOR[split] * CONTEXT), 1.0 - acc)

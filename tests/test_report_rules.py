@@ -167,6 +167,21 @@ def test_a_seed_scoring_other_examples_stops_the_report_naming_its_file(tmp_path
         compare(tmp_path / "runs", "jsb", tmp_path / "out")
 
 
+def test_a_task_instance_scoring_no_tokens_or_other_instances_stops_the_report_naming_its_file(tmp_path):
+    synthetic_tree(tmp_path / "runs")
+    path = tmp_path / "runs" / "synthetic" / "parity" / "ape_learned" / "seed1" / "metrics" / "test.per_example.csv"
+    rows = read_csv(path)
+    header = list(rows[0])
+    write_csv(path, header, [list(row.values()) for row in rows[:3]] + [[3, 0.5, 0, 0, 0]])
+    with pytest.raises(ValueError, match=rf"{path}: an example scores no tokens"):
+        compare(tmp_path / "runs", "synthetic", tmp_path / "out")
+    write_csv(path, header, [list(row.values()) for row in rows[:3]])  # one test instance fewer
+    first = "synthetic/parity/ape_learned/seed0"
+    with pytest.raises(ValueError, match=rf"{path}: scores 3 examples, not the 4 of {first}"):
+        compare(tmp_path / "runs", "synthetic", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 # ---- rule 5: a damaged file is named with its domain, encoding and seed -----------------------------------------
 @pytest.mark.parametrize(
     "name", ["manifest.json", "metrics/summary.json", "metrics/test.per_example.csv", "metrics/test.per_position.csv"]

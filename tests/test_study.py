@@ -14,7 +14,9 @@ from statsmodels.stats.multitest import multipletests
 from pipelines.compare import main
 from tests.run_fixtures import (
     CONTEXT,
+    INSTANCE_TOKENS,
     assert_png,
+    instance_correct,
     lm_tree,
     pair,
     read_csv,
@@ -22,6 +24,7 @@ from tests.run_fixtures import (
     study,
     synthetic_tree,
     write_csv,
+    write_instances,
     write_positions,
     write_run,
 )
@@ -151,7 +154,7 @@ def _study_tree(root, preset="tiny"):
                 acc = accuracy[trained] + 0.02 * e
                 run_dir = root / "synthetic" / task / pe / f"seed{seed}"
                 splits = {
-                    "test": {"nll": 1 - acc, "accuracy": acc, "examples": 4, "tokens": 40},
+                    "test": {"nll": 1 - acc, "accuracy": acc, "examples": 4, "tokens": 400},
                     "test_2x": {"nll": 1.0, "accuracy": acc / 2, "examples": 4, "tokens": 80},
                 }
                 write_run(
@@ -165,6 +168,7 @@ def _study_tree(root, preset="tiny"):
                     preset=preset,
                     encoding_parameters=ENCODING_PARAMETERS[pe],
                 )
+                write_instances(run_dir, acc, pe, seed)
                 write_positions(run_dir, "test", np.arange(1, CONTEXT), 1 - acc)
                 _long_split(run_dir, pe, "test_2x", 2)
 
@@ -385,6 +389,46 @@ def test_study_friedman_seed_spread_extrapolation_and_missing_runs(tiny_study):
     # the per-domain synthetic report keeps YaRN off the in-distribution split only
     per_domain = (out / "synthetic" / "summary.md").read_text()
     assert "`rope10k+yarn`" not in section(per_domain, "test") and "`rope10k+yarn`" in section(per_domain, "test_2x")
+
+
+def test_the_synthetic_domain_carries_the_papers_per_example_column(tiny_study):
+    """Paper 000 C.2's test on a domain with tasks: over the test instances of both tasks, each instance's
+    chance-normalised token accuracy averaged over the seeds, against scipy's ttest_rel and statsmodels' Holm."""
+    out, _ = tiny_study
+    rows = {row["encoding"]: row for row in read_csv(out / "synthetic" / "summary.csv") if row["task"] == "all"}
+    study_rows = {(r["domain"], r["encoding"]): r for r in read_csv(out / "summary.csv")}
+    ref = study_rows["synthetic", "nope"]["ref"]
+    assert ref == "darope"
+
+    def instances(pe):  # needle then parity (tasks sorted), 4 instances each
+        per_task = []
+        for task in sorted(SYNTHETIC_ACC):
+            chance = SYNTHETIC_CHANCE[task]
+            accuracy = [
+                instance_correct(SYNTHETIC_ACC[task][pe] + 0.02 * e, pe, seed) / INSTANCE_TOKENS
+                for seed, e in enumerate(E)
+            ]
+            per_task.append((np.mean(accuracy, axis=0) - chance) / (1 - chance))
+        return np.concatenate(per_task)
+
+    baselines = ["hope", "nope", "rope10k"]
+    tests = {pe: sps.ttest_rel(instances(pe), instances(ref)) for pe in baselines}
+    holm = dict(zip(baselines, multipletests([t.pvalue for t in tests.values()], method="holm")[1], strict=True))
+    assert rows[ref]["paper_p_holm"] == ""
+    for pe in baselines:
+        diff = float(np.mean(instances(pe) - instances(ref)))
+        assert float(rows[pe]["paper_mean_diff"]) == pytest.approx(diff)
+        assert float(rows[pe]["paper_p"]) == pytest.approx(tests[pe].pvalue)
+        assert float(rows[pe]["paper_p_holm"]) == pytest.approx(holm[pe])
+
+    markdown = (out / "synthetic" / "summary.md").read_text()
+    verdict = section(markdown, "Verdict: the domain's score")
+    assert "paper 000 C.2: p (Holm), per example, conditional on the trained models: Δ, p |" in verdict
+    nope = next(line for line in verdict.splitlines() if line.startswith("| `nope` |"))
+    diff = np.mean(instances("nope") - instances(ref))
+    assert nope.endswith(f" | {diff:+.3f}, p {holm['nope']:.3g} |")
+    assert "over the 8 test instances of the 2 tasks" in verdict and "never the verdict" in verdict
+    assert float(study_rows["synthetic", "nope"]["paper_p_holm"]) == pytest.approx(holm["nope"])
 
 
 def test_paper_values_only_at_the_paper_preset(tiny_study, tmp_path):

@@ -1,7 +1,8 @@
 """One domain's evidence as one array: the score of every (encoding, seed, example), read and checked once.
 
 A domain compared per example holds each test example's NLL under each finished trained run; a domain with tasks
-holds each task's chance-normalised test accuracy (its tasks are its examples, as for the within-task interval).
+holds each task's chance-normalised test accuracy (its tasks are its examples, as for the within-task interval), and
+beside it each test instance's (paper 000 C.2's per-example test on such a domain).
 Every statistic of the seed-aware verdict (pipelines.analysis.verdict, .sequential) is a pure function of it.
 Missing (encoding, seed) cells are nan throughout: each encoding has its own finished seeds.
 """
@@ -19,7 +20,7 @@ from pipelines.runs.layout import MANIFEST, RunFolder
 from pipelines.runs.metrics import (
     is_evaluated,
     per_example_path,
-    read_per_example,
+    read_run_csv,
     read_run_json,
     run_file_error,
     split_entries,
@@ -90,28 +91,36 @@ def _grid(cells: dict[tuple[str, int], np.ndarray], n: int) -> tuple[tuple[str, 
     return encodings, seeds, values
 
 
-def per_example_evidence(domain: str, metric: Metric, runs: list[RunFolder]) -> Evidence:
-    """The test NLL of every example under every finished trained run. Every run must score the same examples
-    (RunFileError naming the run and the first run's file otherwise); non-finite values are refused when read."""
-    cells, ids, first = {}, None, None
-    for run in sorted((r for r in runs if r.finished and not r.derived), key=lambda r: (r.encoding, r.seed)):
-        table = read_per_example(run, TEST_SPLIT)
+def _test_tables(runs: list[RunFolder], columns: tuple[str, ...]) -> tuple[np.ndarray | None, list]:
+    """The example ids and each run's (run, {column: values}) of its test per-example table, rows sorted by example
+    id. Every run must score the same examples (RunFileError naming the run and the first run's file otherwise);
+    non-finite values are refused when read."""
+    tables, ids, first = [], None, None
+    for run in sorted(runs, key=lambda r: (r.encoding, r.seed)):
+        path = per_example_path(run.path, TEST_SPLIT)
+        table = read_run_csv(run, path, ("example", *columns))
         order = np.argsort(table["example"], kind="stable")
         run_ids = table["example"][order].astype(int)
         if np.any(np.diff(run_ids) == 0):
-            raise run_file_error(run, per_example_path(run.path, TEST_SPLIT), "an example id appears twice")
+            raise run_file_error(run, path, "an example id appears twice")
         if ids is not None and not np.array_equal(run_ids, ids):
             raise run_file_error(
                 run,
-                per_example_path(run.path, TEST_SPLIT),
+                path,
                 f"scores {run_ids.size} examples, not the {ids.size} of {first.label} "
                 f"({per_example_path(first.path, TEST_SPLIT)}): every run must score the same test examples",
             )
         ids, first = (run_ids, run) if ids is None else (ids, first)
-        cells[run.encoding, run.seed] = table["nll"][order]
+        tables.append((run, {column: table[column][order] for column in columns}))
+    return ids, tables
+
+
+def per_example_evidence(domain: str, metric: Metric, runs: list[RunFolder]) -> Evidence:
+    """The test NLL of every example under every finished trained run."""
+    ids, tables = _test_tables([r for r in runs if r.finished and not r.derived], ("nll",))
     if ids is None:
         raise FileNotFoundError(f"{domain}: no finished trained run (only evaluation-time variants)")
-    encodings, seeds, values = _grid(cells, ids.size)
+    encodings, seeds, values = _grid({(run.encoding, run.seed): t["nll"] for run, t in tables}, ids.size)
     return Evidence(domain, metric, encodings, seeds, tuple(int(i) for i in ids), values, "example")
 
 
@@ -158,3 +167,26 @@ def per_task_evidence(domain: str, metric: Metric, runs: list[RunFolder]) -> Evi
         raise FileNotFoundError(f"{domain}: no (encoding, seed) with a test result on every one of its tasks")
     encodings, seeds, values = _grid(cells, len(tasks))
     return Evidence(domain, metric, encodings, seeds, tasks, values, "task")
+
+
+def per_instance_evidence(domain: str, metric: Metric, runs: list[RunFolder], chance: dict[str, float]) -> Evidence:
+    """Each test instance's chance-normalised token accuracy (correct / tokens of its output span, normalised by its
+    task's chance level), every task's instances in turn (ids `task:example`), under every (encoding, seed) among
+    `runs` that finished every task: paper 000 C.2's per-example input for a domain with tasks."""
+    trained = [r for r in runs if r.finished and not r.derived]
+    tasks = sorted({r.group for r in trained})
+    parts: dict[tuple[str, int], list[np.ndarray]] = {}
+    ids: list[str] = []
+    for task in tasks:
+        task_ids, tables = _test_tables([r for r in trained if r.group == task], ("tokens", "correct"))
+        for run, table in tables:
+            if np.any(table["tokens"] <= 0):
+                raise run_file_error(run, per_example_path(run.path, TEST_SPLIT), "an example scores no tokens")
+            accuracy = table["correct"] / table["tokens"]
+            parts.setdefault((run.encoding, run.seed), []).append(chance_normalised(accuracy, chance[task]))
+        ids += [f"{task}:{i}" for i in task_ids]
+    cells = {key: np.concatenate(rows) for key, rows in parts.items() if len(rows) == len(tasks)}
+    if not cells:
+        raise FileNotFoundError(f"{domain}: no (encoding, seed) with a test result on every one of its tasks")
+    encodings, seeds, values = _grid(cells, len(ids))
+    return Evidence(domain, metric, encodings, seeds, tuple(ids), values, "example")

@@ -4,7 +4,10 @@ of an encoding is its mean chance-normalised test accuracy over the tasks (paper
 the seeds it finished on every task, with a within-task interval (the within-example interval of SPEC 3 with tasks
 as the examples) and the t-interval between tasks; an encoding without a test result on every task gets no score
 (it cannot be averaged over the same tasks) and is reported apart. The seed-aware verdict treats the tasks as the
-examples (pipelines.analysis.matrix)."""
+examples (pipelines.analysis.matrix). Paper 000 C.2's per-example test, a separate column as for the NLL domains,
+runs over the test instances of every task: paired two-sided t-tests on d_i = acc_i(b) - acc_i(ref) of each
+instance's seed-averaged chance-normalised token accuracy, Holm over the baselines, conditional on the trained
+models (the paper itself reports no test on its synthetic tasks)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,14 @@ import numpy as np
 
 from pipelines.analysis.curves import load_extrapolation
 from pipelines.analysis.evidence import commits, finished_by, missing_runs, preset_of, seed_selection
-from pipelines.analysis.matrix import Evidence, accuracy_on_test, per_task_evidence, split_entry, task_chance
+from pipelines.analysis.matrix import (
+    Evidence,
+    accuracy_on_test,
+    per_instance_evidence,
+    per_task_evidence,
+    split_entry,
+    task_chance,
+)
 from pipelines.analysis.results import (
     DEFAULT_REF,
     TEST_SPLIT,
@@ -25,7 +35,7 @@ from pipelines.analysis.results import (
     entries_with_intervals,
 )
 from pipelines.analysis.sequential import Design, seed_verdicts
-from pipelines.analysis.stats import chance_normalised
+from pipelines.analysis.stats import PairedResult, chance_normalised, paired_tests
 from pipelines.experiment.config import datamodule_class
 from pipelines.runs.layout import RunFolder, is_derived
 from pipelines.runs.metrics import is_evaluated
@@ -86,6 +96,18 @@ def _incomplete(evidence: Evidence | None, runs: list[RunFolder]) -> dict[str, s
     return out
 
 
+def instance_tests(
+    domain: str, evidence: Evidence, runs: list[RunFolder], chance: dict[str, float], ref: str
+) -> dict[str, PairedResult]:
+    """Paper 000 C.2's per-example test of every baseline against `ref` over the test instances of every task, each
+    encoding over the seeds `evidence` holds for it (its seeds that finished every task)."""
+    kept = {name: set(evidence.seeds_of(name)) for name in evidence.encodings}
+    scored = [r for r in runs if not r.derived and r.seed in kept.get(r.encoding, ())]
+    instances = per_instance_evidence(domain, evidence.metric, scored, chance)
+    averaged = {name: instances.seed_averaged(name) for name in evidence.encodings}
+    return {test.baseline: test for test in paired_tests(averaged, ref)}
+
+
 def analyse_per_task(domain: str, runs: list[RunFolder], ref: str | None, design: Design | None) -> DomainResult:
     datamodule = datamodule_class(domain)
     try:
@@ -101,10 +123,13 @@ def analyse_per_task(domain: str, runs: list[RunFolder], ref: str | None, design
         if unknown:
             raise ValueError(f"synthetic tasks without a chance level in their manifests: {', '.join(unknown)}")
         verdicts = seed_verdicts(evidence, ref, design, DEFAULT_REF)
+        paper = {}
+        if verdicts.ref is not None:
+            paper = instance_tests(domain, evidence, runs, table.chance, verdicts.ref)
         entries = entries_with_intervals(
             {name: evidence.seed_averaged(name) for name in evidence.encodings},
             {name: evidence.seed_scores(name) for name in evidence.encodings},
-            {},
+            paper,
             verdicts.family.verdicts if verdicts.family else {},
         )
     used = [run for run in runs if run.finished and run.seed in seeds.get(run.encoding.split("+")[0], [])]

@@ -32,6 +32,7 @@ from pipelines.report.verdicts import (
     looks_section,
     pair_rows,
     pairs_section,
+    paper_cell,
     task_verdict_section,
     variance_section,
     verdict_cells,
@@ -55,6 +56,7 @@ DOMAIN_REPORT_FILES = (
     EXTRAPOLATION_FIGURE,
 )
 TASK_CSV_HEADER = ["task", "encoding", "split", "accuracy", "chance_normalised", "nll", "seeds", "status"]
+PAPER_FIELDS = ["paper_mean_diff", "paper_p", "paper_p_holm"]  # paper 000 C.2's per-example test (`all` rows)
 
 
 def write_domain_report(result: DomainResult, out_dir: Path) -> Path:
@@ -78,7 +80,7 @@ def render_domain_report(result: DomainResult, folder: Path) -> list[str]:
             plot_cd(friedman, list(result.entries), title, folder / EXAMPLES_CD_FIGURE)
             figures.append(EXAMPLES_CD_FIGURE)
     else:
-        write_csv(folder / "summary.csv", [*TASK_CSV_HEADER, *VERDICT_FIELDS], _task_csv_rows(result))
+        write_csv(folder / "summary.csv", [*TASK_CSV_HEADER, *VERDICT_FIELDS, *PAPER_FIELDS], _task_csv_rows(result))
         write_text(folder / "summary.md", _per_task_markdown(result))
         plot_accuracy(result.tasks, folder / PER_TASK_FIGURES[0])
         figures = list(PER_TASK_FIGURES)
@@ -137,14 +139,14 @@ def evidence_line(result: DomainResult) -> str:
         if result.ref
         else "no paired tests"
     )
+    paper = "; paper 000 C.2's per-example tests beside them" if result.ref else ""
     if result.tasks is not None:
         return (
             f"Preset `{result.preset}`; N = {len(result.tasks.chance)} tasks ({len(result.entries)} encodings scored "
-            f"on all of them); {seeds_text(result)}; {reference}; {test}; the domain's score (mean chance-normalised "
-            f"accuracy over the tasks) carries a {result.interval} interval ({INTERVAL_METHOD})."
+            f"on all of them); {seeds_text(result)}; {reference}; {test}{paper}; the domain's score (mean "
+            f"chance-normalised accuracy over the tasks) carries a {result.interval} interval ({INTERVAL_METHOD})."
         )
     n = next(iter(result.entries.values())).n
-    paper = "; paper 000 C.2's per-example tests beside them" if result.ref else ""
     return (
         f"Preset `{result.preset}`; N = {n} test examples; {seeds_text(result)}; {reference}; {result.interval} "
         f"intervals ({INTERVAL_METHOD}); {test}{paper}."
@@ -168,11 +170,22 @@ def paired_tests_note(result: DomainResult) -> str:
     if result.ref is None:
         return result.no_tests_reason or ""
     ref = result.ref
+    tests = [entry.test for entry in result.entries.values() if entry.test is not None]
+    if not tests:
+        return ""
+    if result.tasks is None:
+        what = f"d_i = NLL_i(b) - NLL_i({ref}) of the seed-averaged examples"
+    else:
+        what = (
+            f"d_i = acc_i(b) - acc_i({ref}) over the {tests[0].n} test instances of the "
+            f"{len(result.tasks.chance)} tasks, each instance's chance-normalised token accuracy averaged over the "
+            "seeds (the paper's test applied to the task instances; the paper reports none on its synthetic tasks)"
+        )
     return (
-        f"Last column, {PAPER_COLUMN}: paired two-sided t-tests against `{ref}` on d_i = NLL_i(b) - NLL_i({ref}) "
-        f"of the seed-averaged examples, Holm-corrected over the baselines ({len(result.entries) - 1}). They hold "
-        "the trained networks fixed (training randomness never enters them), so they say whether these networks "
-        "differ on this test set, not whether the encoding will win again: never the verdict."
+        f"Last column, {PAPER_COLUMN}: paired two-sided t-tests against `{ref}` on {what}, Holm-corrected over the "
+        f"baselines ({len(result.entries) - 1}). They hold the trained networks fixed (training randomness never "
+        "enters them), so they say whether these networks differ on this test set, not whether the encoding will win "
+        "again: never the verdict."
     )
 
 
@@ -226,7 +239,7 @@ def _per_example_markdown_row(row: dict, entry, best: float, ref: str | None, di
         verdict, paper = verdict_cells(None, digits), ""
     else:
         verdict = verdict_cells(entry.verdict, digits)
-        paper = f"{row['paper_mean_diff']:+.4f}, p {row['paper_p_holm']:.3g}" if entry.test else ""
+        paper = paper_cell(entry.test, digits)
     return [
         _fmt_rank(row["rank"]),
         f"`{row['encoding']}`",
@@ -356,6 +369,8 @@ def _per_task_markdown(result: DomainResult) -> str:
         "",
     ]
     lines += task_verdict_section(result)
+    if result.entries:
+        lines += [paired_tests_note(result), ""]
     for split in result.tasks.cells:
         lines += _split_section(split, result.tasks)
     lines += [*looks_section(result), *pairs_section(result), *variance_section(result)]
@@ -365,7 +380,7 @@ def _per_task_markdown(result: DomainResult) -> str:
 def _task_csv_rows(result: DomainResult) -> list[list]:
     """Every (task, encoding, split) cell, then one `all` row per scored encoding: its domain score (mean
     chance-normalised test accuracy over the tasks) and its seed-aware verdict against the reference."""
-    empty = [""] * len(VERDICT_FIELDS)
+    empty = [""] * (len(VERDICT_FIELDS) + len(PAPER_FIELDS))
     rows = [
         [task, enc, split, cell.accuracy, cell.chance_normalised, cell.nll, cell.seeds, cell.status, *empty]
         for split, cells in result.tasks.cells.items()
@@ -374,5 +389,7 @@ def _task_csv_rows(result: DomainResult) -> list[list]:
     ]
     for name, entry in result.entries.items():
         verdict = list(verdict_record(entry.verdict).values())
-        rows.append(["all", name, TEST_SPLIT, "", entry.score, "", len(entry.seed_scores), "ok", *verdict])
+        test = entry.test
+        paper = [test.mean_diff, test.p, test.p_holm] if test else ["", "", ""]
+        rows.append(["all", name, TEST_SPLIT, "", entry.score, "", len(entry.seed_scores), "ok", *verdict, *paper])
     return rows

@@ -10,11 +10,12 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from pipelines.analysis.recency import StudyRecency
-from pipelines.analysis.stats import FriedmanResult, cd_groups, significance_stars
+from pipelines.analysis.stats import FriedmanResult, cd_groups
 from pipelines.analysis.study import Study
 from pipelines.report.figures import encoding_colours, plot_positions
 from pipelines.report.files import save_figure
 from pipelines.report.inspection_figures import plot_mean_weight, weight_floor
+from pipelines.report.verdicts import marks
 
 
 def plot_figure3(study: Study, path: Path) -> None:
@@ -40,15 +41,9 @@ def plot_figure3(study: Study, path: Path) -> None:
         bottom = np.where(np.isnan(lo), means, lo)
         span = max(float(top.max() - bottom.min()), 1e-6)
         for i, entry in enumerate(entries):
-            if entry.test is not None and entry.test.significant:
-                mark = significance_stars(entry.test.p_holm)
-                ax.text(
-                    i,
-                    top[i] + 0.02 * span,
-                    mark if entry.test.mean_diff > 0 else "†" * len(mark),
-                    ha="center",
-                    fontsize=8,
-                )
+            mark = marks(entry.verdict)
+            if mark:
+                ax.text(i, top[i] + 0.02 * span, mark, ha="center", fontsize=8)
         ax.set_ylim(bottom.min() - 0.15 * span, top.max() + 0.2 * span)
         ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=8)
         ax.set_ylabel(f"test {result.metric.short} ({result.metric.unit})")
@@ -61,8 +56,8 @@ def plot_figure3(study: Study, path: Path) -> None:
     ax.set_ylabel("mean rank (1 = best)")
     ax.set_title("mean rank ± SE across domains\n(encodings scored in every domain)", fontsize=10)
     fig.suptitle(
-        f"test results with 95% within-example intervals (Cousineau-Morey; within-task for tasks); "
-        f"* vs {study.ref} (paired t, Holm)",
+        "test results with 95% within-example intervals (Cousineau-Morey; within-task for tasks); "
+        "* / † the domain's reference / the encoding better: the seed-level verdict (paired t over seeds, Holm)",
         fontsize=9,
     )
     save_figure(fig, path)

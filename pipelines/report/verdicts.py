@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from pipelines.analysis.results import DomainResult
-from pipelines.analysis.stats import significance_stars
+from pipelines.analysis.stats import PairedResult, significance_stars
 from pipelines.analysis.verdict import BOOTSTRAP_REPLICATES, LEVEL, POWER, PairVerdict
 from pipelines.report.markdown import markdown_table
 
@@ -19,6 +19,11 @@ def marks(pair: PairVerdict | None) -> str:
         return ""
     stars = significance_stars(pair.p_holm) or "*"
     return stars if pair.verdict == "worse" else "†" * len(stars)
+
+
+def paper_cell(test: PairedResult | None, digits: int) -> str:
+    """Paper 000 C.2's per-example test of one baseline: its mean difference and Holm-adjusted p."""
+    return f"{test.mean_diff:+.{digits}f}, p {test.p_holm:.3g}" if test else ""
 
 
 def delta_cell(pair: PairVerdict, digits: int) -> str:
@@ -233,6 +238,7 @@ def task_verdict_section(result: DomainResult) -> list[str]:
         return []
     digits = result.metric.digits
     header = ["encoding", result.metric.short, f"{result.interval} CI", "seeds", *verdict_header(result)]
+    header.append(f"{PAPER_COLUMN}: Δ, p")
     rows = []
     for name, entry in sorted(result.entries.items(), key=lambda item: -item[1].score):
         pair = None if name == result.ref else entry.verdict
@@ -244,6 +250,7 @@ def task_verdict_section(result: DomainResult) -> list[str]:
                 f"[{entry.ci_lo:.{digits}f}, {entry.ci_hi:.{digits}f}]",
                 str(len(entry.seed_scores)),
                 *cells,
+                paper_cell(entry.test, digits),
             ]
         )
     return ["## Verdict: the domain's score", "", verdict_note(result), "", *markdown_table(header, rows), ""]

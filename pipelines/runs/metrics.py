@@ -142,9 +142,5 @@ def is_evaluated(entry: dict | None) -> bool:
     return entry is not None and "skipped" not in entry
 
 
-def read_per_example(run: RunFolder, split: str) -> dict[str, np.ndarray]:
-    return read_run_csv(run, per_example_path(run.path, split), ("example", "nll"))
-
-
 def read_per_position(run: RunFolder, split: str) -> dict[str, np.ndarray]:
     return read_run_csv(run, per_position_path(run.path, split), ("position", "nll_sum", "tokens"))
