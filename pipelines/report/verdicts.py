@@ -146,15 +146,18 @@ def looks_section(result: DomainResult) -> list[str]:
         decided = {w: [name for name, p in look.pairs.items() if p.verdict == w] for w in ("better", "worse")}
         decided["equivalent"] = [name for name, p in look.pairs.items() if p.verdict == "equivalent"]
         text = "; ".join(f"{w}: {', '.join(f'`{n}`' for n in names)}" for w, names in decided.items() if names)
+        # at the design's last look an open pair gets no more seeds: it stays inconclusive
+        open_pairs = "calls for more seeds" if look.number < len(family.design.looks) else "inconclusive at the cap"
         lines.append(
             f"- look {look.number} at {len(look.seeds)} seeds (alpha {look.alpha:.4g}): {text or 'nothing decided'}; "
-            f"calls for more seeds: {', '.join(f'`{n}`' for n in look.calls_for) or 'none'}."
+            f"{open_pairs}: {', '.join(f'`{n}`' for n in look.calls_for) or 'none'}."
         )
     pending = sorted({name for name, _ in family.next_runs})
     if family.next_runs:
         status = f"open: the next look needs {len(family.next_runs)} runs ({', '.join(f'`{n}`' for n in pending)})"
     elif family.looks[-1].calls_for:
-        status = f"the design's last look is reached; {len(family.looks[-1].calls_for)} pairs stay inconclusive"
+        count = len(family.looks[-1].calls_for)
+        status = f"the design's last look is reached; {count} pair{'s stay' if count > 1 else ' stays'} inconclusive"
     else:
         status = "settled: every pair is decided or inside the region"
     return [*lines, "", f"Status: {status}.", ""]
