@@ -38,6 +38,10 @@ def test_compare_lm_without_the_default_reference_says_so(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "# posbench comparison study" in printed
     assert str(tmp_path / "results" / "jsb" / "nll_by_position.png") in printed
+    # the study takes the reference its one domain's verdict uses: the header, the gaps and the marks agree
+    assert "; reference: `rope10k`;" in printed
+    assert "| encoding | seed 0 | seed 1 | seed SD | gap to rope10k |" in printed
+    assert json.loads((tmp_path / "results" / "summary.json").read_text())["reference"] == "rope10k"
     per_domain = (tmp_path / "results" / "jsb" / "summary.md").read_text()
     assert "# jsb: test NLL by encoding" in per_domain
     assert (

@@ -157,6 +157,14 @@ def friedman_blocks(results: list[DomainResult]) -> tuple[dict[str, dict[str, fl
     return table, higher
 
 
+def shared_reference(results: list[DomainResult]) -> str:
+    """The study's reference when none is asked for: the one every domain's verdict uses, when they agree (a make
+    settle design fixes a domain's own), else DEFAULT_REF: the header, the gaps and the marks then name one
+    encoding."""
+    refs = {result.ref for result in results if result.ref is not None}
+    return refs.pop() if len(refs) == 1 else DEFAULT_REF
+
+
 def build_study(
     runs_root: Path, ref: str | None, results: list[DomainResult], unfinished: dict[str, list[str]]
 ) -> Study:
@@ -186,7 +194,7 @@ def build_study(
             tests[f"{result.domain} tasks"] = friedman_over(accuracy, [True] * len(accuracy), "tasks")
     return Study(
         runs_root=Path(runs_root),
-        ref=ref or DEFAULT_REF,
+        ref=ref or shared_reference(results),
         results=results,
         unfinished_domains=unfinished,
         order=order,
