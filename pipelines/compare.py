@@ -27,7 +27,7 @@ from pipelines.analysis.study import Study, analyse_study
 from pipelines.experiment.config import domain_names
 from pipelines.report.study import write_study_report
 from pipelines.runs.metrics import RunFileError
-from pipelines.runs.published import StudyError, add_with_option, joined_runs
+from pipelines.runs.published import StudyError, add_with_option, joined_runs, read_study
 
 ALL_PRESENT = "all-present"
 
@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     chosen = None if args.domains == [ALL_PRESENT] else list(dict.fromkeys(args.domains))
     try:
         with tempfile.TemporaryDirectory(prefix="posbench-joined-") as scratch:
-            runs_root, notes = joined_runs(args.runs, args.with_studies, Path(scratch), domain_names())
+            studies = [read_study(folder) for folder in args.with_studies]
+            runs_root, notes = joined_runs(args.runs, studies, Path(scratch), domain_names())
             study = analyse_study(runs_root, chosen, args.ref)
             if args.with_studies:
                 study.runs_root = Path(f"{args.runs} + {' + '.join(map(str, args.with_studies))}")

@@ -19,7 +19,16 @@ from pathlib import Path
 
 from pipelines.experiment.config import domain_names
 from pipelines.runs.metrics import RunFileError
-from pipelines.runs.published import RUNS, STUDY, TOLERANCE, StudyError, add_with_option, export_study, joined_runs
+from pipelines.runs.published import (
+    RUNS,
+    STUDY,
+    TOLERANCE,
+    StudyError,
+    add_with_option,
+    export_study,
+    joined_runs,
+    read_study,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--tolerance must be a positive number of nats, got {args.tolerance}")
     try:
         with tempfile.TemporaryDirectory(prefix="posbench-publish-") as scratch:
-            runs_root, _ = joined_runs(args.runs, args.with_studies, Path(scratch), args.domains)
+            studies = [read_study(folder) for folder in args.with_studies]
+            runs_root, _ = joined_runs(args.runs, studies, Path(scratch), args.domains)
             study = export_study(runs_root, args.domains, args.out, args.tolerance)
     except (StudyError, RunFileError, FileNotFoundError) as error:
         parser.exit(1, f"error: {error}\n")

@@ -46,7 +46,14 @@ from pipelines.launch.jobs import Job, plan
 from pipelines.launch.local import run_local, visible_gpus
 from pipelines.runs.layout import MANIFEST, RunFolder, discover_runs, has_tasks
 from pipelines.runs.metrics import RunFileError, read_run_json, split_entries
-from pipelines.runs.published import SETTLE_DIR, StudyError, add_with_option, joined_runs, read_study
+from pipelines.runs.published import (
+    SETTLE_DIR,
+    PublishedStudy,
+    StudyError,
+    add_with_option,
+    joined_runs,
+    read_study,
+)
 from pipelines.runs.settings import differences, fixed_properties
 
 DEFAULT_MAX_SEEDS = 10
@@ -146,17 +153,20 @@ def record(domain_folder: Path, result: DomainResult) -> None:
 
 
 def settle(args: argparse.Namespace, overrides: list[str]) -> int:
+    studies = [read_study(folder) for folder in args.with_studies]  # read once: they do not change
     with tempfile.TemporaryDirectory(prefix="posbench-settle-") as scratch:
-        return settle_looks(args, overrides, Path(scratch))
+        return settle_looks(args, studies, overrides, Path(scratch))
 
 
-def evidence_runs(args: argparse.Namespace, scratch: Path, look: int) -> tuple[list[RunFolder], Path]:
+def evidence_runs(
+    args: argparse.Namespace, studies: list[PublishedStudy], scratch: Path, look: int
+) -> tuple[list[RunFolder], Path]:
     """The domain's runs the analysis reads, and the folder its design is read from: the runs folder's own, or with
     --with the published studies' runs joined to the local ones (laid out afresh in `scratch` at each look; a local
     run that could not join a study is refused by name, pipelines.runs.published.join)."""
-    if not args.with_studies:
+    if not studies:
         return discover_runs(args.runs, args.domain), args.runs / args.domain
-    root, notes = joined_runs(args.runs, args.with_studies, scratch / f"look{look}", [args.domain])
+    root, notes = joined_runs(args.runs, studies, scratch / f"look{look}", [args.domain])
     for note in notes:
         print(note)
     if not (root / args.domain).is_dir():
@@ -174,31 +184,34 @@ def design_source(args: argparse.Namespace) -> Path:
     return next((path for path in published if path.is_file()), mine)
 
 
-def check_joinable(jobs: list[Job], studies: list[Path]) -> None:
+def check_joinable(jobs: list[Job], studies: list[PublishedStudy]) -> None:
     """StudyError, before anything trains, naming what a planned run would be trained with that a study holds
     otherwise (the data hashes are checked by join once the runs exist): such runs could never join it."""
-    for folder in studies:
-        fixed = read_study(folder).study["holds_fixed"]
-        first_of_group = {job.key.group_label: job for job in reversed(jobs)}
-        for group, job in sorted(first_of_group.items()):
-            if group not in fixed:
-                continue
-            cfg = OmegaConf.to_container(compose_config(job.overrides), resolve=True)
-            mine, theirs = fixed_properties({"config": cfg, "data_hashes": {}}), fixed[group]
+    first_of_group = {job.key.group_label: job for job in reversed(jobs)}
+    for group, job in sorted(first_of_group.items()):
+        holding = [(study, study.study["holds_fixed"].get(group)) for study in studies]
+        holding = [(study, theirs) for study, theirs in holding if theirs is not None]
+        if not holding:
+            continue
+        cfg = OmegaConf.to_container(compose_config(job.overrides), resolve=True)
+        mine = fixed_properties({"config": cfg, "data_hashes": {}})
+        for published, theirs in holding:
             lines = [
                 f"  {job.label}: {key} {mine.get(key, '(not set)')}, the study has {theirs.get(key, '(not set)')}"
                 for key in differences(mine, theirs)
                 if not key.startswith("data_hashes.")
             ]
             if lines:
-                raise StudyError(f"refusing to train for {folder}: the runs would not join it:\n" + "\n".join(lines))
+                raise StudyError(
+                    f"refusing to train for {published.folder}: the runs would not join it:\n" + "\n".join(lines)
+                )
 
 
-def settle_looks(args: argparse.Namespace, overrides: list[str], scratch: Path) -> int:
+def settle_looks(args: argparse.Namespace, studies: list[PublishedStudy], overrides: list[str], scratch: Path) -> int:
     domain, runs_root = args.domain, args.runs
     domain_folder = runs_root / domain
     selection = args.encodings or (roster(args.roster) if args.roster else None)
-    runs, design_folder = evidence_runs(args, scratch, 0)
+    runs, design_folder = evidence_runs(args, studies, scratch, 0)
     require_finished(runs, design_folder.parent)
     chosen = chosen_runs(runs, selection)
     preset = args.preset or preset_of(chosen)
@@ -231,7 +244,7 @@ def settle_looks(args: argparse.Namespace, overrides: list[str], scratch: Path) 
         print(f"look {len(family.looks)} of {len(design.looks)}:", flush=True)
         print("\n".join(verdict_lines(result)), flush=True)
         jobs = next_jobs(domain, result, preset, runs_root, overrides)
-        check_joinable(jobs, args.with_studies)
+        check_joinable(jobs, studies)
         if args.plan:
             return print_plan(result, jobs, runs)
         record(domain_folder, result)
@@ -249,7 +262,7 @@ def settle_looks(args: argparse.Namespace, overrides: list[str], scratch: Path) 
             for job in failed:
                 print(f"failed run: {job.label}: {job.error}", file=sys.stderr)
             return 1
-        runs = evidence_runs(args, scratch, look)[0]  # the look's new runs beside the others
+        runs = evidence_runs(args, studies, scratch, look)[0]  # the look's new runs beside the others
 
 
 def print_plan(result: DomainResult, jobs: list[Job], runs: list[RunFolder]) -> int:

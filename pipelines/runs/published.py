@@ -310,15 +310,17 @@ def join(published: PublishedStudy, local_root: Path, merged: Path, domains: lis
     return notes
 
 
-def joined_runs(local: Path, studies: list[Path], scratch: Path, domains: list[str]) -> tuple[Path, list[str]]:
-    """The runs root to analyse: `local` itself, or with published studies `scratch`, laid out with the published
-    runs as run folders and links to the local runs of `domains` (join); the notes of the local runs that
-    reproduced a published one."""
+def joined_runs(
+    local: Path, studies: list[PublishedStudy], scratch: Path, domains: list[str]
+) -> tuple[Path, list[str]]:
+    """The runs root to analyse: `local` itself, or with published studies (read_study) `scratch`, laid out with
+    the published runs as run folders and links to the local runs of `domains` (join); the notes of the local runs
+    that reproduced a published one."""
     if not studies:
         return local, []
     notes = []
-    for folder in studies:
-        notes += join(read_study(folder), local, scratch, domains)
+    for published in studies:
+        notes += join(published, local, scratch, domains)
     return scratch, notes
 
 
