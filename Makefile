@@ -20,7 +20,7 @@ PRESET ?= tiny
 LAUNCHER ?= local
 ARGS ?=
 # Report settings: make compare DOMAINS="jsb maestro" REF=darope STRICT=1 WITH=docs/results/jsb-cpu
-# (REF: the reference, default darope where it ran, else the best; STRICT: fail when anything is missing)
+# (REF: the reference, default rope10k, fixed before any score is read; STRICT: fail when anything is missing)
 DOMAINS ?= all-present
 REF ?=
 STRICT ?=

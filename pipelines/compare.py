@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from pipelines.analysis.evidence import EvidenceError
-from pipelines.analysis.results import DEFAULT_REF
+from pipelines.analysis.sequential import DEFAULT_REF
 from pipelines.analysis.study import Study, analyse_study
 from pipelines.experiment.config import domain_names
 from pipelines.report.study import write_study_report

@@ -4,12 +4,13 @@
                                [--looks 4] [--runs runs] [--with docs/results/<study> ...] [--jobs N] [--plan]
                                [overrides ...]
 
-It reads the runs the domain's folder already holds (the study's first seeds, every encoding), fixes the design at
-the first look (pipelines.analysis.sequential: looks at n_1 < ... < n_K seeds, alpha spent alpha / K per look, the
-reference: --ref, else the best encoding then) and writes it to <runs>/<domain>/settle.json. Then, look by look, it
-trains the next seeds of the encodings whose verdict against the reference is inconclusive with |Δ| outside the
-region of practical equivalence (and of the reference) through the normal sweep (the same run folders, resumable),
-re-analyses, and stops when every pair is decided or the design's last look is reached. The looks are recorded in
+It reads the runs the domain's folder already holds (the study's first seeds, every encoding), fixes the design
+before its first look (pipelines.analysis.sequential: looks at n_1 < ... < n_K seeds, alpha spent alpha / K per look,
+the reference: --ref, else the SPEC's default rope10k, never chosen from the scores) and writes it to
+<runs>/<domain>/settle.json. Then, look by look, it trains the next seeds of the encodings whose verdict against the
+reference is inconclusive with |Δ| outside the region of practical equivalence (and of the reference) through the
+normal sweep (the same run folders, resumable), re-analyses, and stops when every pair is decided, equivalent or
+stopped, or the design's last look is reached. The looks are recorded in
 settle.json; `make compare` reads the design and reports the same verdicts.
 
 --with grows a published study without its run folders: its runs join the local ones as in `make compare WITH=...`
@@ -40,7 +41,7 @@ from pipelines.analysis.domain import analyse_domain
 from pipelines.analysis.evidence import EvidenceError, preset_of, require_finished
 from pipelines.analysis.matrix import per_example_evidence, per_task_evidence
 from pipelines.analysis.results import DomainResult
-from pipelines.analysis.sequential import DEFAULT_LOOKS, SETTLE_FILE, Design, best_encoding, read_design
+from pipelines.analysis.sequential import DEFAULT_LOOKS, DEFAULT_REF, SETTLE_FILE, Design, read_design
 from pipelines.experiment.config import compose_config, config_options, datamodule_class, domain_names, roster
 from pipelines.launch.jobs import Job, plan
 from pipelines.launch.local import run_local, visible_gpus
@@ -70,7 +71,8 @@ def initial_design(
     domain: str, runs: list[RunFolder], ref: str | None, max_seeds: int, looks: int, encodings: list[str] | None
 ) -> Design:
     """The design fixed at the first look over `runs` (the chosen encodings'): its seeds those every encoding
-    finished, the reference given or the best encoding over them."""
+    finished, the reference the one given (`--ref`) or the SPEC's default, fixed before any score is read (a
+    reference chosen from the scores would raise the family-wise error: tests/test_verdict_simulations.py)."""
     metric = datamodule_class(domain).metric
     load = per_task_evidence if has_tasks(domain) else per_example_evidence
     evidence = load(domain, metric, runs)
@@ -80,11 +82,13 @@ def initial_design(
             f"{domain}: a design needs at least 2 seeds every encoding finished for its first look, found "
             f'{first or "none"}; train the study first (make train SEEDS="0 1 2")'
         )
-    if ref is not None and ref not in evidence.encodings:
-        raise EvidenceError(f"{domain}: --ref {ref} has no finished run here")
-    chosen = ref or best_encoding(evidence)
-    settled = tuple(sorted(set(encodings) - {chosen})) if encodings else ()
-    return Design.grow(first, max_seeds, looks, ref=chosen, encodings=settled)
+    chosen, rule = (ref, "given") if ref is not None else (DEFAULT_REF, "default")
+    if chosen not in evidence.encodings:
+        how = "--ref" if rule == "given" else "the default reference (SPEC 3; name another with --ref)"
+        raise EvidenceError(f"{domain}: {how} {chosen} has no finished run here; a design's reference must have one")
+    # the design's own family, recorded: an encoding that joins the study later gets a family of its own
+    settled = tuple(sorted(set(encodings or evidence.encodings) - {chosen}))
+    return Design.grow(first, max_seeds, looks, ref=chosen, encodings=settled, ref_rule=rule)
 
 
 def run_seconds(run: RunFolder) -> float | None:
@@ -120,12 +124,14 @@ def verdict_lines(result: DomainResult) -> list[str]:
         return [f"  {result.no_tests_reason}"]
     digits = result.metric.digits
     lines = []
-    for name, pair in family.verdicts.items():
-        needed = f", seeds needed {pair.seeds_needed}" if pair.verdict == "inconclusive" and pair.seeds_needed else ""
+    for name, pair in result.verdicts.verdicts().items():
+        needed = f", seeds to detect ±{pair.region:g}: {pair.seeds_needed}" if pair.seeds_needed else ""
+        level, lo, hi = pair.decision_interval()
         lines.append(
-            f"  {name:>14} vs {family.ref}: Δ {pair.delta:+.{digits}f} [{pair.ci_lo:+.{digits}f}, "
-            f"{pair.ci_hi:+.{digits}f}] over {len(pair.seeds_a)} seeds, p (Holm) {pair.p_holm:.3g} at alpha "
-            f"{pair.alpha:.4g}: {pair.verdict} (look {pair.look}){needed}"
+            f"  {name:>14} vs {family.ref}: Δ {pair.delta:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}] "
+            f"({level:.4g}) over {len(pair.seeds_a)} seeds, p (Holm) {pair.p_holm:.3g}, TOST p {pair.p_tost:.3g} at "
+            f"alpha {pair.alpha:.4g}: {pair.verdict} (look {pair.look}){needed}"
+            + (f" [{pair.scope}]" if pair.scope else "")
         )
     return lines
 
@@ -134,7 +140,7 @@ def next_jobs(domain: str, result: DomainResult, preset: str, runs_root: Path, o
     """The sweep jobs of the runs the design's next look needs (every task of a domain with tasks)."""
     tasks = sorted(result.tasks.chance) if result.tasks is not None else None
     jobs = []
-    for encoding, seed in result.verdicts.family.next_runs:
+    for encoding, seed in result.verdicts.next_runs:
         jobs += plan(domain, [encoding], [seed], preset, runs_root, tasks, overrides)
     return [job for job in jobs if not job.folder.joinpath("done.json").exists()]
 
@@ -147,7 +153,7 @@ def record(domain_folder: Path, result: DomainResult) -> None:
         {
             "design": family.design.to_json(),
             "looks": [look.to_json() for look in family.looks],
-            "next_runs": [f"{name}/seed{seed}" for name, seed in family.next_runs],
+            "next_runs": [f"{name}/seed{seed}" for name, seed in result.verdicts.next_runs],
         },
     )
 
@@ -239,7 +245,7 @@ def settle_looks(args: argparse.Namespace, studies: list[PublishedStudy], overri
         flush=True,
     )
     for look in itertools.count(1):
-        result = analyse_domain(domain, runs, None, design)
+        result = analyse_domain(domain, chosen_runs(runs, selection), None, design)
         family = result.verdicts.family
         print(f"look {len(family.looks)} of {len(design.looks)}:", flush=True)
         print("\n".join(verdict_lines(result)), flush=True)
@@ -248,8 +254,8 @@ def settle_looks(args: argparse.Namespace, studies: list[PublishedStudy], overri
         if args.plan:
             return print_plan(result, jobs, runs)
         record(domain_folder, result)
-        if not family.next_runs:
-            open_pairs = family.looks[-1].calls_for
+        if not result.verdicts.next_runs:
+            open_pairs = [name for name, pair in result.verdicts.verdicts().items() if pair.verdict == "inconclusive"]
             print(
                 f"{domain}: settled at {len(family.looks)} looks"
                 if not open_pairs
@@ -266,9 +272,8 @@ def settle_looks(args: argparse.Namespace, studies: list[PublishedStudy], overri
 
 
 def print_plan(result: DomainResult, jobs: list[Job], runs: list[RunFolder]) -> int:
-    family = result.verdicts.family
     if not jobs:
-        print("plan: nothing to train" + ("" if family.next_runs else ": every pair is decided or capped"))
+        print("plan: nothing to train" + ("" if result.verdicts.next_runs else ": every pair is decided or capped"))
         return 0
     total = 0.0
     print(f"plan: the next look needs {len(jobs)} runs:")
@@ -286,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     choice = parser.add_mutually_exclusive_group()
     choice.add_argument("--roster", choices=config_options("roster"), help="settle only these encodings")
     choice.add_argument("--encodings", nargs="+", help="settle only these encodings (pe config ids)")
-    parser.add_argument("--ref", help="the reference (default: the best encoding at the first look)")
+    parser.add_argument("--ref", help=f"the reference, fixed before the first look (default: {DEFAULT_REF})")
     parser.add_argument("--max-seeds", type=int, default=DEFAULT_MAX_SEEDS, help="seeds per encoding at most")
     parser.add_argument("--looks", type=int, default=DEFAULT_LOOKS, help="looks of the design, the first included")
     parser.add_argument("--preset", choices=config_options("preset"), help="default: the runs' preset")

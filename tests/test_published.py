@@ -57,7 +57,8 @@ def test_a_study_read_back_gives_the_report_its_runs_give_and_exports_byte_for_b
 def test_a_matching_local_run_joins_and_gets_its_verdict_against_every_published_one(tmp_path, capsys):
     study = published(tmp_path)
     lm_domain(tmp_path / "runs", "jsb", {"hope": X + 0.002})
-    assert compare_main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--with", str(study)]) == 0
+    args = ["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--with", str(study), "--ref", "darope"]
+    assert compare_main(args) == 0
     rows = {row["encoding"]: row for row in read_csv(tmp_path / "out" / "jsb" / "summary.csv")}
     assert set(rows) == {"darope", "hope", "nope"} and rows["hope"]["verdict"] in ("worse", "equivalent")
     pairs = read_csv(tmp_path / "out" / "jsb" / "pairs.csv")

@@ -1,7 +1,7 @@
-"""make settle: the group-sequential design (its looks and alpha per look), the rule that picks the runs of the
-next look, `--plan` on a fabricated runs folder, the loop that trains, records and stops (training replaced by
-fabricated finished runs), compare reading the design, and simulations of the rule's family-wise error under the
-null and of its power against a difference of one seed SD."""
+"""make settle: the group-sequential design (its looks, alpha per look and a reference fixed before the first look),
+the rule that picks the runs of the next look, `--plan` on a fabricated runs folder, the loop that trains, records
+and stops (training replaced by fabricated finished runs), compare reading the design. The rule's family-wise error
+and power are simulated in tests/test_verdict_simulations.py."""
 
 from __future__ import annotations
 
@@ -11,34 +11,43 @@ import numpy as np
 import pytest
 
 from pipelines import settle as settle_module
-from pipelines.analysis.sequential import Comparator, Design, primary_family
+from pipelines.analysis.sequential import Design
 from pipelines.compare import main as compare_main
 from pipelines.publish import main as publish_main
 from pipelines.runs.published import export_study
 from tests.run_fixtures import compare, lm_domain, read_csv, section, synthetic_tree
-from tests.test_verdict import evidence
 
 X = np.array([0.2, 1.4, 0.6, 2.5, 1.0, 0.8])  # six test examples of very different difficulty
 
 
 def test_the_default_design_looks_at_3_5_8_10_seeds_and_spends_alpha_evenly():
-    design = Design.grow([0, 1, 2], 10)
+    design = Design.grow([0, 1, 2], 10, ref="rope10k", ref_rule="default")
     assert design.looks == (3, 5, 8, 10) and design.seeds == tuple(range(10))
     assert design.level == pytest.approx(0.0125) and design.look_seeds(1) == (0, 1, 2, 3, 4)
     assert Design.from_json(json.loads(json.dumps(design.to_json()))) == design
-    assert Design.grow([0, 1, 2], 3).looks == (3,)
+    assert Design.grow([0, 1, 2], 3, ref="rope10k").looks == (3,)
     with pytest.raises(ValueError, match="below the 3 seeds"):
-        Design.grow([0, 1, 2], 2)
+        Design.grow([0, 1, 2], 2, ref="rope10k")
     with pytest.raises(ValueError, match="increase from at least 2"):
-        Design((0, 1, 2), (3, 2, 3))
+        Design((0, 1, 2), (3, 2, 3), ref="rope10k")
+    # the reference is fixed before the first look: a design without one is refused
+    with pytest.raises(ValueError, match="reference must be fixed before its first look"):
+        Design.grow([0, 1, 2], 10)
+    # a design file written before the rule says nothing of how its reference was chosen: reports say so
+    legacy = design.to_json()
+    del legacy["ref_rule"]
+    assert Design.from_json(legacy).ref_rule == "unrecorded"
 
 
 def fabricated_study(root):
     """jsb at seeds 0-2: darope (the reference); nope (0.3 worse on every seed: decided at the first look); hope
-    (0.001 worse, seeds spreading 0.002: equivalent); rope10k (0.02 worse, seeds spreading 0.04: inconclusive with
-    |Δ| outside the region, so the design calls for its next seeds)."""
+    (0.001 worse, differences 0.0010, 0.0011, 0.0012: TOST shows it inside ±0.005: equivalent); prope (0.001 worse,
+    differences 0.001, 0.003, 0.005: |Δ| inside the region but not shown equivalent: a futility stop); rope10k
+    (0.02 worse, seeds spreading 0.04: inconclusive with |Δ| outside the region, so the design calls for its next
+    seeds)."""
     lm_domain(root, "jsb", {"darope": X, "nope": X + 0.3}, seed_step=0.01)
-    lm_domain(root, "jsb", {"hope": X + 0.001}, seed_step=0.012)
+    lm_domain(root, "jsb", {"hope": X + 0.001}, seed_step=0.0101)
+    lm_domain(root, "jsb", {"prope": X + 0.001}, seed_step=0.012)
     lm_domain(root, "jsb", {"rope10k": X + 0.02}, seed_step=0.05)
 
 
@@ -49,7 +58,7 @@ def test_plan_lists_exactly_the_runs_the_rule_calls_for(tmp_path, capsys):
     assert "looks at 3, 5, 8, 10 seeds" in out and "reference darope" in out
     verdicts = {line.split()[0]: line for line in out.splitlines() if " vs darope: " in line}
     assert ": worse (look 1)" in verdicts["nope"] and ": equivalent (look 1)" in verdicts["hope"]
-    assert ": inconclusive (look 1)" in verdicts["rope10k"]
+    assert ": stopped (look 1)" in verdicts["prope"] and ": inconclusive (look 1)" in verdicts["rope10k"]
     runs = [line.split()[0] for line in out.splitlines() if line.startswith("  jsb/")]
     assert runs == ["jsb/darope/seed3", "jsb/darope/seed4", "jsb/rope10k/seed3", "jsb/rope10k/seed4"]
     assert "plan: the next look needs 4 runs" in out
@@ -95,17 +104,24 @@ def test_settle_trains_the_called_runs_records_the_looks_and_compare_reports_the
     rows = {row["encoding"]: row for row in read_csv(tmp_path / "out" / "summary.csv")}
     assert rows["rope10k"]["verdict"] == final and rows["nope"]["verdict"] == "worse"
     assert rows["hope"]["verdict"] == "equivalent" and rows["hope"]["seeds"] == "3"
+    assert rows["prope"]["verdict"] == "stopped" and rows["prope"]["seeds"] == "3"
+    assert "| **stopped: small \\|Δ\\|, not shown equivalent** (look 1) |" in summary  # pipes escaped in a cell
     assert int(rows["rope10k"]["seeds"]) == len(record["looks"][-1]["seeds"])
     assert float(rows["rope10k"]["verdict_alpha"]) == pytest.approx(0.0125)
     assert "## Looks (make settle)" in summary and "follow make settle's design" in summary
     looks = section(summary, "Looks (make settle)")
     assert (
-        "- look 1 at 3 seeds (alpha 0.0125): worse: `nope`; equivalent: `hope`; calls for more seeds: `rope10k`."
+        "- look 1 at 3 seeds (alpha 0.0125, Holm over 4 pairs): worse: `nope`; equivalent: `hope`; stopped: small "
+        "|Δ|, not shown equivalent: `prope`; calls for more seeds: `rope10k`." in looks
+    )
+    assert "Reference `darope`: named with `--ref` before the first look." in looks
+    # rope10k's seeds 0-2 spread 0.05 apart, so the four looks never decide it: at the last no more seeds; hope and
+    # prope stay in each look's Holm family (not shown different) with their words
+    assert final == "inconclusive" and len(record["looks"]) == 4
+    assert (
+        "- look 4 at 10 seeds (alpha 0.0125, Holm over 3 pairs): nothing decided; inconclusive at the cap: `rope10k`."
         in looks
     )
-    # rope10k's seeds 0-2 spread 0.05 apart, so the four looks never decide it: at the last no more seeds
-    assert final == "inconclusive" and len(record["looks"]) == 4
-    assert "- look 4 at 10 seeds (alpha 0.0125): equivalent: `hope`; inconclusive at the cap: `rope10k`." in looks
     assert "Status: the design's last look is reached; 1 pair stays inconclusive." in looks
     # a second settle with another design is refused: the design was fixed at the first look
     with pytest.raises(SystemExit):
@@ -113,57 +129,18 @@ def test_settle_trains_the_called_runs_records_the_looks_and_compare_reports_the
     assert "cannot change: max seeds 6 (the design has 10)" in capsys.readouterr().err
 
 
-def run_rule(values, design, replicates=100):
-    """The settle rule on a simulated study: values (E, max seeds, N); seeds past the first look appear only when
-    the rule calls for them. Returns the final family."""
-    trained = np.zeros(values.shape[:2], bool)
-    trained[:, : design.looks[0]] = True
-    names = tuple(f"e{i}" for i in range(values.shape[0]))
-    while True:
-        ev = evidence(np.where(trained[:, :, None], values, np.nan), encodings=names)
-        family = primary_family(Comparator(ev, replicates), design, "e0", plan_seeds=False)
-        if not family.next_runs:
-            return family
-        for name, seed in family.next_runs:
-            trained[names.index(name), seed] = True
-
-
-def simulated(rng, n_enc, shift, seeds=10, examples=20, seed_sd=0.02):
-    hardness = rng.normal(0.8, 0.3, examples)
-    shifts = np.zeros(n_enc)
-    shifts[1] = shift
-    return (
-        hardness
-        + shifts[:, None, None]
-        + rng.normal(0, seed_sd, (n_enc, seeds, 1))
-        + rng.normal(0, 0.02, (n_enc, seeds, examples))
-    )
-
-
-def test_simulation_the_settle_rule_keeps_the_family_wise_error_and_has_power(capsys):
-    """1,000 null studies of 4 equal encodings (each seed shifts an encoding by SD 0.02), grown from 3 seeds up
-    to 10 by the rule: the share with any `better` or `worse` verdict stays at most alpha = 0.05 (with the Monte
-    Carlo error of 1,000 studies). Then 300 studies where one baseline is worse by one seed SD (0.02)."""
-    design = Design.grow([0, 1, 2], 10)
-    rng = np.random.default_rng(11)
-    studies, false, seeds_used = 1000, 0, []
-    for _ in range(studies):
-        family = run_rule(simulated(rng, 4, 0.0), design)
-        false += any(pair.verdict in ("better", "worse") for pair in family.verdicts.values())
-        seeds_used.append(sum(len(pair.seeds_a) for pair in family.verdicts.values()))
-    power_studies, found = 200, 0
-    for _ in range(power_studies):
-        family = run_rule(simulated(rng, 2, 0.02), design)
-        found += family.verdicts["e1"].verdict == "worse"
-    fwer, power = false / studies, found / power_studies
-    with capsys.disabled():
-        print(
-            f"\nsettle rule (looks 3, 5, 8, 10; alpha 0.05): family-wise error {fwer:.3f} over {studies} null "
-            f"studies of 4 encodings (mean {np.mean(seeds_used) / 3:.1f} seeds per baseline); power {power:.2f} "
-            f"against a difference of one seed SD over {power_studies} studies"
-        )
-    assert fwer <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / studies)
-    assert power > 0.3
+def test_without_ref_the_design_takes_the_specs_default_never_the_best(tmp_path, capsys):
+    """No --ref: the design's reference is rope10k (SPEC 3), recorded as the default, although darope scores best
+    here; without a rope10k run the design is refused by name rather than choosing from the scores."""
+    fabricated_study(tmp_path / "runs")
+    assert settle_module.main(["--domain", "jsb", "--runs", str(tmp_path / "runs"), "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert "reference rope10k" in out and "darope vs rope10k" in out
+    lm_domain(tmp_path / "other", "jsb", {"darope": X, "nope": X + 0.3}, seed_step=0.01)
+    with pytest.raises(SystemExit):
+        settle_module.main(["--domain", "jsb", "--runs", str(tmp_path / "other"), "--plan"])
+    err = capsys.readouterr().err
+    assert "the default reference (SPEC 3; name another with --ref) rope10k has no finished run here" in err
 
 
 def test_plan_on_a_domain_with_tasks_lists_every_task_of_the_called_seeds(tmp_path, capsys):
@@ -224,7 +201,7 @@ def test_settle_with_a_published_study_trains_locally_what_its_own_runs_would_ne
         == 0
     )
     grown = json.loads((tmp_path / "grown" / "study.json").read_text())["domains"]["jsb"]
-    assert len(grown) == 12 + len(joined)
+    assert len(grown) == 15 + len(joined)  # 5 encodings x seeds 0-2, and the new runs
     assert json.loads((tmp_path / "grown" / "settle" / "jsb.json").read_text()) == mine
     summary = compare(tmp_path / "published_runs", "jsb", tmp_path / "direct_out")
     assert (
@@ -279,3 +256,56 @@ def test_settle_with_refuses_before_training_a_run_the_study_would_not_take(tmp_
         and f"jsb/darope/seed3: trainer.max_steps 7, the study has {cfg.trainer.max_steps}" in err
     )
     assert not (tmp_path / "local").exists()
+
+
+@pytest.mark.parametrize("seeds", [(0,), (0, 1), (0, 1, 2)])
+def test_an_encoding_joining_a_designed_study_keeps_the_studys_verdicts_and_gets_its_own_row(
+    tmp_path, seeds, capsys, monkeypatch
+):
+    """A study with a design of make settle (looks at 3, 5, 8, 10 seeds, reference darope), joined by alibi, which
+    it has never seen, at 1, 2 and 3 seeds: the study's own verdicts are what they are without alibi; alibi's row
+    carries its Δ to darope on the seeds both finished, said to be outside the study's design (below its first
+    look: a fixed-sample comparison; at 3 seeds: a family of its own over the same looks), and settle --with
+    offers to train the seeds its next look needs."""
+    fabricated_study(tmp_path / "published_runs")
+    design = Design.grow([0, 1, 2], 10, ref="darope", encodings=("hope", "nope", "prope", "rope10k"))
+    (tmp_path / "published_runs" / "jsb" / "settle.json").write_text(json.dumps({"design": design.to_json()}))
+    export_study(tmp_path / "published_runs", ["jsb"], tmp_path / "study")
+    alone = ["--runs", str(tmp_path / "none"), "--out", str(tmp_path / "alone"), "--with", str(tmp_path / "study")]
+    assert compare_main(alone) == 0
+    lm_domain(tmp_path / "local", "jsb", {"alibi": X + 0.08}, seeds=seeds, seed_step=0.002)
+    joined = ["--runs", str(tmp_path / "local"), "--out", str(tmp_path / "joined"), "--with", str(tmp_path / "study")]
+    assert compare_main(joined) == 0
+    capsys.readouterr()
+    before = {row["encoding"]: row for row in read_csv(tmp_path / "alone" / "jsb" / "summary.csv")}
+    after = {row["encoding"]: row for row in read_csv(tmp_path / "joined" / "jsb" / "summary.csv")}
+    for name in ("nope", "hope", "prope", "rope10k"):  # the study's verdicts, untouched by the newcomer
+        assert {k: after[name][k] for k in ("verdict", "delta", "seed_p_holm", "verdict_look")} == {
+            k: before[name][k] for k in ("verdict", "delta", "seed_p_holm", "verdict_look")
+        }
+    assert [before[name]["verdict"] for name in ("nope", "hope", "prope")] == ["worse", "equivalent", "stopped"]
+    alibi = after["alibi"]
+    # seed k of alibi scores X + 0.08 + 0.002 (k - 1), of darope X + 0.01 (k - 1): the differences 0.08 - 0.008 (k - 1)
+    # on the paired seeds; one seed cannot pair: its score against darope's mean over seeds 0-2 (X), Welch
+    expected = np.mean([0.08 - 0.008 * (k - 1) for k in seeds]) if len(seeds) > 1 else 0.078
+    assert float(alibi["delta"]) == pytest.approx(expected)
+    summary = (tmp_path / "joined" / "jsb" / "summary.md").read_text()
+    row = next(line for line in summary.splitlines() if "| `alibi` |" in line)
+    if len(seeds) < 3:
+        assert (
+            f"fixed sample outside the study's design (below the design's first look: {len(seeds)} of 3 seeds)" in row
+        )
+        assert alibi["verdict_look"] == ""
+        if len(seeds) == 1:  # one seed: no spread, no test
+            assert alibi["verdict"] == "inconclusive" and "[n/a]" in row
+    else:
+        assert "(look 1), joined: its own family over the design's looks" in row and alibi["verdict_look"] == "1"
+    looks = section(summary, "Looks (make settle)")
+    assert "Encodings that joined the study after its design was fixed" in looks
+    # settle --with offers the seeds alibi's first look lacks, beside the study's own next runs
+    monkeypatch.setattr(settle_module, "check_joinable", lambda jobs, studies: None)  # fabricated manifests
+    args = ["--domain", "jsb", "--runs", str(tmp_path / "local"), "--with", str(tmp_path / "study"), "--plan"]
+    assert settle_module.main(args) == 0
+    planned = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("  jsb/")]
+    assert [label for label in planned if "/alibi/" in label] == [f"jsb/alibi/seed{s}" for s in range(len(seeds), 3)]
+    assert {"jsb/darope/seed3", "jsb/rope10k/seed3"} <= set(planned)

@@ -21,7 +21,6 @@ from pipelines.analysis.stats import (
     paired_tests,
     ranks,
     seed_average,
-    significance_stars,
     summarise_ranks,
 )
 
@@ -150,19 +149,6 @@ def test_mean_ci_and_chance_normalised():
     assert mean == 3.5 and (lo, hi) == (pytest.approx(expected[0]), pytest.approx(expected[1]))
     assert chance_normalised(0.75, 0.5) == 0.5
     assert chance_normalised(0.1, 0.1) == 0.0
-
-
-def test_significance_stars_at_the_paper_thresholds():
-    assert [significance_stars(p) for p in (0.0009, 0.001, 0.0099, 0.01, 0.0499, 0.05, 0.5, math.nan)] == [
-        "***",
-        "**",
-        "**",
-        "*",
-        "*",
-        "",
-        "",
-        "",
-    ]
 
 
 def test_summarise_ranks_mixes_directions():

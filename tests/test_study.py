@@ -4,7 +4,10 @@ number is known (tests/run_fixtures.py), and the command line `python -m pipelin
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -17,6 +20,7 @@ from tests.run_fixtures import (
     INSTANCE_TOKENS,
     assert_png,
     instance_correct,
+    lm_domain,
     lm_tree,
     pair,
     read_csv,
@@ -40,13 +44,18 @@ def test_compare_lm_without_the_default_reference_says_so(tmp_path, capsys):
     assert str(tmp_path / "results" / "jsb" / "nll_by_position.png") in printed
     # the study takes the reference its one domain's verdict uses: the header, the gaps and the marks agree
     assert "; reference: `rope10k`;" in printed
-    assert "| encoding | seed 0 | seed 1 | seed SD | gap to rope10k |" in printed
+    assert "| encoding | seed 0 | seed 1 | seed SD | matched Δ to rope10k | verdict |" in printed
     assert json.loads((tmp_path / "results" / "summary.json").read_text())["reference"] == "rope10k"
     per_domain = (tmp_path / "results" / "jsb" / "summary.md").read_text()
     assert "# jsb: test NLL by encoding" in per_domain
+    assert "Reference `rope10k`: the SPEC's default, fixed before the first look." in per_domain
+    # without the default, the reference is the first encoding of the roster order with runs, never the best
+    lm_domain(tmp_path / "other", "jsb", {"alibi": np.ones(4), "nope": np.ones(4) + 0.5})
+    main(["--domain", "jsb", "--runs", str(tmp_path / "other"), "--out", str(tmp_path / "r1")])
+    capsys.readouterr()
     assert (
-        "reference `rope10k` (the best encoding: `darope`, the default reference, has no finished run here)"
-        in per_domain
+        "Reference `nope`: the first encoding of the roster order with runs: `rope10k`, the default, has none here."
+        in (tmp_path / "r1" / "jsb" / "summary.md").read_text()
     )
     # a reference given by name that has no run: no tests, said so
     main(["--domain", "jsb", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "r2"), "--ref", "alibi"])
@@ -217,7 +226,7 @@ def tiny_study(tmp_path_factory):
     """(results folder, summary.md text) of the constructed study at the tiny preset, written once."""
     root = tmp_path_factory.mktemp("study")
     _study_tree(root / "runs")
-    summary = study(root / "runs", None, root / "results")
+    summary = study(root / "runs", None, root / "results", ref="darope")
     assert summary == root / "results" / "summary.md"
     return root / "results", summary.read_text()
 
@@ -236,7 +245,7 @@ def test_study_summary_table(tiny_study):
     table = section(markdown, "Test results by domain and encoding")
     header = (
         "| encoding | jsb (NLL ↓) | maestro (NLL ↓) | synthetic (norm. acc. ↑) | mean rank | "
-        "95% CI over seeds; P(rank 1) | mean rank (NLL domains) |"
+        "range over resampled seeds; P(rank 1) | mean rank (NLL domains) |"
     )
     expected_rows = [
         [
@@ -250,9 +259,9 @@ def test_study_summary_table(tiny_study):
         ],
         [
             "`rope10k`",
-            _nll_cell("jsb", "rope10k", mark="***"),
-            _nll_cell("maestro", "rope10k", bold=True, mark="†††"),
-            _accuracy_cell("rope10k", bold=True, mark="†††"),
+            _nll_cell("jsb", "rope10k", mark="*"),
+            _nll_cell("maestro", "rope10k", bold=True, mark="†"),
+            _accuracy_cell("rope10k", bold=True, mark="†"),
             "**1.67 ± 0.67**",
             RANK_CI,
             "2.00 ± 1.00",
@@ -260,17 +269,17 @@ def test_study_summary_table(tiny_study):
         [
             "`hope`",
             _nll_cell("jsb", "hope"),
-            _nll_cell("maestro", "hope", mark="***"),
-            _accuracy_cell("hope", mark="***"),
+            _nll_cell("maestro", "hope", mark="*"),
+            _accuracy_cell("hope", mark="*"),
             "2.67 ± 0.33",
             RANK_CI,
             "2.50 ± 0.50",
         ],
         [
             "`nope`",
-            _nll_cell("jsb", "nope", mark="***"),
-            _nll_cell("maestro", "nope", mark="***"),
-            _accuracy_cell("nope", mark="***"),
+            _nll_cell("jsb", "nope", mark="*"),
+            _nll_cell("maestro", "nope", mark="*"),
+            _accuracy_cell("nope", mark="*"),
             "4.00 ± 0.00",
             RANK_CI,
             "4.00 ± 0.00",
@@ -300,8 +309,8 @@ def test_study_summary_table(tiny_study):
     # (p = 0, ***) but for jsb hope, whose seeds spread 4 times wider: differences 0.1 + 0.15 E[k], t = 1.15
     rows = {(r["domain"], r["encoding"]): r for r in read_csv(out / "summary.csv")}
     assert float(rows["jsb", "rope10k"]["paper_p_holm"]) == pytest.approx(jsb["rope10k"], rel=1e-9)
-    assert (rows["jsb", "rope10k"]["stars"], rows["maestro", "rope10k"]["stars"]) == ("***", "†††")
-    assert rows["jsb", "nope"]["stars"] == "***" and rows["jsb", "hope"]["stars"] == ""
+    assert (rows["jsb", "rope10k"]["mark"], rows["maestro", "rope10k"]["mark"]) == ("*", "†")
+    assert rows["jsb", "nope"]["mark"] == "*" and rows["jsb", "hope"]["mark"] == ""
     hope = sps.ttest_rel([0.6, 0.8, 1.0], [0.65, 0.7, 0.75])
     assert float(rows["jsb", "hope"]["seed_p"]) == pytest.approx(hope.pvalue, rel=1e-9)
     assert rows["jsb", "hope"]["verdict"] == "inconclusive" and rows["jsb", "rope10k"]["verdict"] == "worse"
@@ -315,7 +324,9 @@ def test_study_summary_table(tiny_study):
         pytest.approx(1 / 3),
     )
     assert ("all", "pope") not in rows  # no score anywhere: no mean rank
-    assert rows["jsb", "hope"]["within_seed_spread"] == "True" and rows["jsb", "nope"]["within_seed_spread"] == "False"
+    # what ranks them: the Δ to the reference on matched seeds (here every encoding has seeds 0-2)
+    assert float(rows["jsb", "hope"]["matched"]) == pytest.approx(0.1) and float(rows["jsb", "darope"]["matched"]) == 0
+    assert (rows["jsb", "hope"]["seeds_used"], rows["jsb", "darope"]["seeds_used"]) == ("3", "3")
 
     # and in summary.json, which is strict JSON (no NaN)
     text = (out / "summary.json").read_text()
@@ -328,11 +339,11 @@ def test_study_summary_table(tiny_study):
     assert len(data["domains"]["jsb"]["pairs"]) == 6  # every pair of the 4 encodings
     assert data["domains_without_finished_runs"] == ["hrg"]
 
-    # the per-domain report grades its stars the same way
+    # the per-domain report marks by the same rule
     per_domain = (out / "jsb" / "summary.md").read_text().splitlines()
     rope = next(line for line in per_domain if line.startswith("| 3 | `rope10k` |"))
-    assert "] *** |" in rope and "| **worse** |" in rope and rope.endswith("| +0.3000, p 0.0265 |")
-    assert any(line.startswith("| 4 | `nope` |") and "] *** |" in line for line in per_domain)
+    assert "] * |" in rope and "| **worse** |" in rope and rope.endswith("| +0.3000, p 0.0265 |")
+    assert any(line.startswith("| 4 | `nope` |") and "] * |" in line for line in per_domain)
 
     for name in ("figure3.png", "nll_by_position.png", "cd_domains.png", "cd_synthetic_tasks.png"):
         assert_png(out / name)
@@ -362,24 +373,32 @@ def test_study_friedman_seed_spread_extrapolation_and_missing_runs(tiny_study):
     # 4 - 1.5 = 2.5 > CD 2.345 separates nope from rope10k only
     assert data["friedman"]["domains"]["not_separated"] == [["rope10k", "darope", "hope"], ["darope", "hope", "nope"]]
 
-    seeds = section(markdown, "Per-seed spread")
+    seeds = section(markdown, "Per-seed scores")
     jsb = seeds.split("### jsb", 1)[1].split("###", 1)[0]
+    assert "| encoding | seed 0 | seed 1 | seed 2 | seed SD | matched Δ to darope | verdict |" in jsb
     assert "| `darope` | 0.6500 | 0.7000 | 0.7500 | 0.0500 | reference |  |" in jsb
-    assert "| `hope` | 0.6000 | 0.8000 | 1.0000 | 0.2000 | +0.1000 | ⚠ within seed spread |" in jsb
-    assert "| `nope` | 1.6600 | 1.7100 | 1.7600 | 0.0500 | +1.0100 |  |" in jsb
+    assert "| `hope` | 0.6000 | 0.8000 | 1.0000 | 0.2000 | +0.1000 | inconclusive |" in jsb
+    assert "| `nope` | 1.6600 | 1.7100 | 1.7600 | 0.0500 | +1.0100 | worse |" in jsb
     synthetic = seeds.split("### synthetic", 1)[1]
     # seed k shifts both tasks' accuracy by 0.02 E[k]: normalised by 0.5 and 0.9, mean shift 0.031111 E[k]
-    assert "| `rope10k` | 0.819 | 0.850 | 0.881 | 0.031 | +0.150 |  |" in synthetic
+    assert "| `rope10k` | 0.819 | 0.850 | 0.881 | 0.031 | +0.150 | better |" in synthetic
 
+    # past L: every seed of an encoding scores the same past-L NLL, so each seed-paired difference is exact (p 0)
     extrapolation = section(markdown, "Extrapolation past the training length")
-    header = "| domain | split | L → window | `darope` | `hope` | `nope` | `rope10k` | `rope10k+yarn` |"
-    assert header in extrapolation
-    assert "| maestro | test_4x | 16 → 64 | 2.0000 | 2.5000 | 3.0000 | 4.0000 | **1.5000** |" in extrapolation
-    assert "| synthetic/needle | test_2x | 16 → 32 | 2.0000 | 2.5000 | 3.0000 | 4.0000 | **1.5000** |" in extrapolation
-    assert "| jsb |" not in extrapolation
+    maestro = extrapolation.split("### maestro, `test_4x` (L 16 → window 64; reference `darope`)", 1)[1]
+    maestro = maestro.split("###", 1)[0]
+    header = "| encoding | seeds | pooled NLL past L | Δ past L vs reference [95% CI] | p (Holm) | verdict |"
+    assert header in maestro
+    assert "| `darope` | 3 | 2.0000 | reference |  |  |" in maestro
+    assert "| `hope` | 3 | 2.5000 | +0.5000 [+0.5000, +0.5000] | 0 | worse |" in maestro
+    assert "| `rope10k+yarn` | 3 | 1.5000 | -0.5000 [-0.5000, -0.5000] | 0 | better |" in maestro
+    assert "### synthetic/needle, `test_2x` (L 16 → window 32; reference `darope`)" in extrapolation
+    assert "### jsb" not in extrapolation
     rows = read_csv(out / "extrapolation.csv")
     assert len(rows) == 3 * 5  # maestro test_4x + two synthetic tasks' test_2x, 5 entries each
     assert {float(r["nll_within"]) for r in rows} == {1.0}
+    yarn = next(r for r in rows if r["domain"] == "maestro" and r["encoding"] == "rope10k+yarn")
+    assert (float(yarn["past_delta"]), yarn["past_seeds"], yarn["past_verdict"]) == (-0.5, "3", "better")
 
     missing = section(markdown, "Missing runs").strip().splitlines()
     assert missing == [
@@ -428,7 +447,7 @@ def test_the_synthetic_domain_carries_the_papers_per_example_column(tiny_study):
     markdown = (out / "synthetic" / "summary.md").read_text()
     verdict = section(markdown, "Verdict: the domain's score")
     assert "paper 000 C.2: p (Holm), per example, conditional on the trained models: Δ, p |" in verdict
-    nope = next(line for line in verdict.splitlines() if line.startswith("| `nope` |"))
+    nope = next(line for line in verdict.splitlines() if line.startswith("| 4 | `nope` |"))
     diff = np.mean(instances("nope") - instances(ref))
     assert nope.endswith(f" | {diff:+.3f}, p {holm['nope']:.3g} |")
     assert "over the 8 test instances of the 2 tasks" in verdict and "never the verdict" in verdict
@@ -484,7 +503,7 @@ def test_synthetic_only_study_with_an_incomplete_encoding(tmp_path):
     table = [line for line in section(markdown, "Test results by domain and encoding").splitlines() if "|" in line]
     # rope10k is scored over seed 0, the only one it finished on both tasks; ape_learned over seeds 0 and 1:
     # parity 0.7, 0.6 -> 0.4, 0.2 and reverse_string 0.5, 0.6 -> 0.444, 0.556: 0.400
-    assert table[0] == "| encoding | synthetic (norm. acc. ↑) | mean rank | 95% CI over seeds; P(rank 1) |"
+    assert table[0] == "| encoding | synthetic (norm. acc. ↑) | mean rank | range over resampled seeds; P(rank 1) |"
     assert table[2].startswith("| `rope10k` (ref) | **0.872 ± ") and " (1 seed) | **1.00** | " in table[2]
     assert table[3].startswith("| `ape_learned` | 0.400 ± ") and " (2 seeds) | 2.00 | " in table[3]
     assert table[4] == "| `hope` | incomplete (test results on 1 of 2 tasks) | — |  |"
@@ -497,3 +516,28 @@ def test_synthetic_only_study_with_an_incomplete_encoding(tmp_path):
     assert not (tmp_path / "results" / "cd_domains.png").exists()
     assert_png(tmp_path / "results" / "cd_synthetic_tasks.png")
     assert "synthetic/parity/hope/seed1: no run folder" in section(markdown, "Missing runs")
+
+
+OPENED: list[str] | None = None  # the audit hook's record while a test listens (None: not listening)
+
+
+def _record_opens(event, args):
+    if OPENED is not None and event == "open" and isinstance(args[0], str | bytes | os.PathLike):
+        OPENED.append(os.fsdecode(args[0]))
+
+
+def test_a_comparison_opens_each_run_file_once(tmp_path):
+    """Every statistic of a comparison reads the runs through one memo per run folder: over the whole constructed
+    study (two NLL domains, a domain with tasks and YaRN rows, extrapolation splits, a failed run), each file under
+    the runs folder is opened once (sys.addaudithook counts the opens)."""
+    global OPENED
+    _study_tree(tmp_path / "runs")
+    sys.addaudithook(_record_opens)  # an audit hook cannot be removed: it records only while OPENED is a list
+    OPENED = []
+    try:
+        study(tmp_path / "runs", None, tmp_path / "results", ref="darope")
+        opened = [path for path in OPENED if path.startswith(str(tmp_path / "runs"))]
+    finally:
+        OPENED = None
+    counts = Counter(opened)
+    assert len(counts) > 100 and max(counts.values()) == 1, counts.most_common(3)

@@ -1,7 +1,8 @@
 """The seed-aware verdict's statistics against independent computations on fabricated scores with known answers:
-scipy's ttest_rel, ttest_ind and mannwhitneyu, a plain-loop crossed bootstrap with the same random numbers,
-statsmodels' power and Holm, a plain-loop rank bootstrap, variance components recovered from a simulation; and a
-null simulation with a seed effect: the seed-level test keeps its error rate, the per-example test does not."""
+scipy's ttest_rel, ttest_ind, t.interval and mannwhitneyu, statsmodels' TOST (ttost_paired, ttost_ind), exact
+binomial interval, power and Holm, a plain-loop rank bootstrap, variance components recovered from a simulation;
+and a null simulation with a seed effect: the seed-level test keeps its error rate, the per-example test does not.
+The error rates and coverage at 3, 5 and 10 seeds are simulated in tests/test_verdict_simulations.py."""
 
 from __future__ import annotations
 
@@ -12,15 +13,16 @@ import pytest
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestIndPower, TTestPower
+from statsmodels.stats.proportion import proportion_confint
+from statsmodels.stats.weightstats import ttost_ind, ttost_paired
 
 from domains.base import Metric
 from pipelines.analysis.matrix import Evidence
 from pipelines.analysis.sequential import Comparator, decide, every_pair
 from pipelines.analysis.stats import paired_tests
 from pipelines.analysis.verdict import (
-    example_draws,
     integrated_power,
-    pair_rng,
+    paired_improvement,
     probability_of_improvement,
     seed_level_test,
     seeds_needed,
@@ -75,53 +77,56 @@ def test_probability_of_improvement_is_u_over_n_a_n_b(higher_is_better):
     assert probability_of_improvement(a, b, False) == pytest.approx((3 + 3 + 1.5 + 1.5) / 12)
 
 
-def plain_loop_bootstrap(values_a, values_b, a, b, replicates, paired):
-    """The crossed bootstrap written out: per replicate, the shared example draw (row r of example_draws), then
-    the pair's seed draws, and the mean of the resampled cells by direct indexing."""
-    n_examples = values_a.shape[1]
-    rows = np.concatenate(list(example_draws(n_examples, replicates)))
-    rng = pair_rng(a, b)
-    if paired:
-        seeds = rng.integers(values_a.shape[0], size=(replicates, values_a.shape[0]))
-        out = [(values_a[seeds[r]][:, rows[r]] - values_b[seeds[r]][:, rows[r]]).mean() for r in range(replicates)]
-    else:
-        sa = rng.integers(values_a.shape[0], size=(replicates, values_a.shape[0]))
-        sb = rng.integers(values_b.shape[0], size=(replicates, values_b.shape[0]))
-        out = [values_a[sa[r]][:, rows[r]].mean() - values_b[sb[r]][:, rows[r]].mean() for r in range(replicates)]
-    return np.array(out)
-
-
-def test_crossed_bootstrap_equals_a_plain_loop_with_the_same_random_numbers():
+def test_the_interval_and_tost_are_scipys_t_interval_and_statsmodels_tost():
+    """Paired: Δ is the mean per-seed difference, its interval scipy's t.interval on the differences, p ttest_rel's,
+    p_tost statsmodels' ttost_paired against ±0.005; the (1 - 2 alpha) interval lies inside the region exactly when
+    TOST rejects at alpha."""
     rng = np.random.default_rng(1)
-    values = study(rng, n_enc=2, n_seeds=4, n_examples=30)
-    comparator = Comparator(evidence(values), replicates=500)
-    pair = comparator.pair("e1", "e0")
-    loop = plain_loop_bootstrap(values[1], values[0], "e1", "e0", 500, paired=True)
-    np.testing.assert_allclose(pair.replicates, loop, rtol=0, atol=1e-12)
-    assert (pair.ci_lo, pair.ci_hi) == pytest.approx(tuple(np.percentile(loop, [2.5, 97.5])), abs=1e-12)
-    assert pair.delta == pytest.approx(values[1].mean() - values[0].mean())
+    values = study(rng, n_enc=2, n_seeds=4, n_examples=30, seed_sd=0.002)
+    pair = Comparator(evidence(values)).pair("e1", "e0")
+    d = values[1].mean(axis=1) - values[0].mean(axis=1)
     assert pair.paired and pair.seeds_a == (0, 1, 2, 3)
-    # a report reproduces byte for byte: the same evidence gives the same interval
-    again = Comparator(evidence(values), replicates=500).pair("e1", "e0")
-    assert (again.ci_lo, again.ci_hi, again.poi_lo) == (pair.ci_lo, pair.ci_hi, pair.poi_lo)
+    assert pair.delta == pytest.approx(d.mean())
+    expected = sps.t.interval(0.95, 3, loc=d.mean(), scale=sps.sem(d))
+    assert (pair.ci_lo, pair.ci_hi) == pytest.approx(expected)
+    assert pair.p == pytest.approx(sps.ttest_rel(values[1].mean(axis=1), values[0].mean(axis=1)).pvalue)
+    tost = ttost_paired(values[1].mean(axis=1), values[0].mean(axis=1), -0.005, 0.005)[0]
+    assert pair.p_tost == pytest.approx(tost)
+    for alpha in (0.05, 0.0125, 0.2):
+        lo, hi = pair.interval(1 - 2 * alpha)
+        assert (pair.p_tost < alpha) == (lo > -0.005 and hi < 0.005)
+    # by hand: differences +0.001, +0.002, +0.003 -> mean 0.002, sd 0.001, se 0.000577; the upper one-sided test
+    # t = (0.002 - 0.005) / 0.000577 = -5.196 on 2 df: p = 0.0176; the lower t = 12.12: p = 0.00337
+    hand = np.array([[[0.801]], [[0.802]], [[0.803]]]).reshape(1, 3, 1)
+    ev = evidence(np.concatenate([np.full((1, 3, 1), 0.8), hand]))
+    pair = Comparator(ev).pair("e1", "e0")
+    assert pair.p_tost == pytest.approx(0.0176, abs=1e-4)
 
 
-def test_seeds_that_do_not_pair_are_resampled_independently_and_tested_with_welch():
+def test_seeds_that_do_not_pair_are_tested_with_welch_and_welch_tost():
     rng = np.random.default_rng(2)
     values = study(rng, n_enc=2, n_seeds=4, n_examples=25)
     values[0, 2:] = np.nan  # e0 finished seeds 0, 1; e1 seeds 0..3: they share 2 seeds, which pair
-    ev = evidence(values)
-    comparator = Comparator(ev, replicates=300)
-    paired = comparator.pair("e1", "e0")
+    paired = Comparator(evidence(values)).pair("e1", "e0")
     assert paired.paired and paired.seeds_a == (0, 1) and paired.seeds_b == (0, 1)
     values = study(rng, n_enc=2, n_seeds=6, n_examples=25)
     values[1, 4:], values[0, :4] = np.nan, np.nan  # e1 seeds 0..3, e0 seeds 4, 5: no common seed, Welch
-    pair = Comparator(evidence(values), replicates=300).pair("e1", "e0")
+    pair = Comparator(evidence(values)).pair("e1", "e0")
     assert not pair.paired and pair.seeds_a == (0, 1, 2, 3) and pair.seeds_b == (4, 5)
-    welch = sps.ttest_ind(values[1, :4].mean(axis=1), values[0, 4:].mean(axis=1), equal_var=False)
-    assert pair.p == pytest.approx(welch.pvalue)
-    loop = plain_loop_bootstrap(values[1, :4], values[0, 4:], "e1", "e0", 300, paired=False)
-    np.testing.assert_allclose(pair.replicates, loop, atol=1e-12)
+    a, b = values[1, :4].mean(axis=1), values[0, 4:].mean(axis=1)
+    assert pair.p == pytest.approx(sps.ttest_ind(a, b, equal_var=False).pvalue)
+    assert pair.p_tost == pytest.approx(ttost_ind(a, b, -0.005, 0.005, usevar="unequal")[0])
+    assert math.isnan(pair.poi_lo) and pair.poi == pytest.approx(probability_of_improvement(a, b, False))
+
+
+def test_paired_improvement_is_the_share_of_seeds_with_the_exact_binomial_interval():
+    a = np.array([0.70, 0.75, 0.80, 0.81, 0.79])
+    b = np.array([0.72, 0.74, 0.82, 0.83, 0.80])  # NLL: a better on seeds 0, 2, 3, 4 (4 of 5)
+    share, lo, hi = paired_improvement(a, b, higher_is_better=False)
+    assert share == 0.8
+    assert (lo, hi) == pytest.approx(proportion_confint(4, 5, alpha=0.05, method="beta"))
+    share, lo, hi = paired_improvement(a, a, higher_is_better=False)  # every seed a tie: 1/2, the whole range
+    assert (share, lo, hi) == (0.5, 0.0, 1.0)
 
 
 def test_seeds_needed_is_statsmodels_power_solved_and_rounded_up():
@@ -150,20 +155,22 @@ def test_holm_over_the_family_is_statsmodels_holm_and_the_words_follow_it():
     rng = np.random.default_rng(3)
     values = study(rng, n_enc=5, n_seeds=6, n_examples=30, shift=(0.0, 0.08, 0.0, 0.002, 0.03))
     values[3] = values[0] + 0.001 + rng.normal(0, 0.0005, values[0].shape)  # e3: e0 plus almost nothing
-    comparator = Comparator(evidence(values), replicates=2000)
+    comparator = Comparator(evidence(values))
     pairs = decide([comparator.pair(b, "e0") for b in ("e1", "e2", "e3", "e4")], 0.05, None)
     raw = [pair.p for pair in pairs]
     assert [pair.p_holm for pair in pairs] == pytest.approx(list(multipletests(raw, method="holm")[1]))
     words = {pair.a: pair.verdict for pair in pairs}
     assert words["e1"] == "worse"  # 0.08 nats worse on every seed
-    assert words["e3"] in ("equivalent", "worse")  # within 0.001: inside the +-0.005 region (or significant)
-    assert all(p.verdict in ("better", "worse") for p in pairs if p.p_holm < 0.05)
+    assert words["e3"] == "equivalent"  # e0 + 0.001 on every seed: inside the +-0.005 region, shown by TOST
     for pair in pairs:
-        if pair.verdict == "equivalent":
-            lo, hi = pair.interval(0.95)
-            assert lo >= -0.005 and hi <= 0.005
-        if pair.verdict == "inconclusive":
-            assert pair.seeds_needed is not None and pair.seeds_needed >= 2
+        if pair.verdict == "equivalent":  # TOST at 0.05: the 90% interval inside the region
+            assert pair.p_tost < 0.05
+            level, lo, hi = pair.decision_interval()
+            assert level == pytest.approx(0.9) and lo > -0.005 and hi < 0.005
+        elif pair.p_holm < 0.05:
+            assert pair.verdict in ("better", "worse")
+        if pair.verdict == "inconclusive":  # planned for the region's edge at the first Holm level
+            assert pair.seeds_needed == seeds_needed(0.005, pair.seed_sd, 0.05 / 4, paired=True)
     assert len(every_pair(comparator)) == 10
 
 
@@ -215,38 +222,43 @@ def test_null_simulation_the_seed_level_test_keeps_its_error_rate_the_per_exampl
     assert example_rate > 0.5
 
 
-def test_the_rank_bootstrap_equals_a_plain_loop(tmp_path):
+def test_the_rank_bootstrap_equals_a_plain_loop():
+    """The mean rank's spread and P(rank 1): per replicate one Dirichlet weight per seed of each domain, each
+    encoding's Δ to the reference the weighted mean of its per-seed differences on the seeds both finished,
+    recomputed here seed by seed in plain loops with the same random numbers."""
     from pipelines.analysis.study import rank_uncertainty
     from pipelines.analysis.verdict import BOOTSTRAP_SEED
 
-    class Entry:
-        def __init__(self, seeds):
-            self.seed_scores = dict(enumerate(seeds))
-
-    class Result:
-        def __init__(self, entries, higher):
-            self.entries = entries
+    class Result:  # what rank_uncertainty reads of a DomainResult
+        def __init__(self, values, higher, ref):
             self.metric = Metric("m", "m", "u", higher_is_better=higher, digits=3)
+            self.evidence = evidence(np.asarray(values, float)[:, :, None], ("a", "b", "c"), metric=self.metric)
+            self.entries = dict.fromkeys(("a", "b", "c"))
+            self.ref = ref
 
+    nan = math.nan
     results = [
-        Result({"a": Entry([0.70, 0.72, 0.80]), "b": Entry([0.75, 0.74, 0.73]), "c": Entry([0.9, 0.95, 0.9])}, False),
-        Result({"a": Entry([0.5, 0.6]), "b": Entry([0.62, 0.61]), "c": Entry([0.2, 0.3])}, True),
+        Result([[0.70, 0.72, 0.80], [0.75, 0.74, 0.73], [0.9, 0.95, nan]], False, "a"),  # c lacks seed 2
+        Result([[0.5, 0.6, nan], [0.62, 0.61, 0.6], [0.2, 0.3, 0.25]], True, "b"),
     ]
-    got = rank_uncertainty(results, replicates=400)
+    got = rank_uncertainty(results, replicates=300)
     rng = np.random.default_rng([BOOTSTRAP_SEED, 2])
-    names = ["a", "b", "c"]
-    totals = np.zeros((400, 3))
+    totals = np.zeros((300, 3))
     for result in results:
-        draws = {}
-        for name in names:
-            seeds = np.array(list(result.entries[name].seed_scores.values()))
-            draws[name] = seeds[rng.integers(seeds.size, size=(400, seeds.size))].mean(axis=1)
-        for r in range(400):
-            scores = [draws[name][r] * (-1 if result.metric.higher_is_better else 1) for name in names]
-            totals[r] += sps.rankdata(scores)
+        weights = rng.dirichlet(np.ones(3), size=300)
+        per_seed = result.evidence.values[:, :, 0]
+        ref = per_seed["abc".index(result.ref)]
+        for r in range(300):
+            scores = []
+            for j in range(3):
+                both = [s for s in range(3) if not np.isnan(per_seed[j, s]) and not np.isnan(ref[s])]
+                w = weights[r, both]
+                scores.append(float(np.sum(w * (per_seed[j, both] - ref[both])) / w.sum()))
+            sign = -1 if result.metric.higher_is_better else 1
+            totals[r] += sps.rankdata([sign * v for v in scores])
     mean = totals / 2
-    for j, name in enumerate(names):
+    for j, name in enumerate("abc"):
         lo, hi = np.percentile(mean[:, j], [2.5, 97.5])
-        best = np.mean([(mean[r, j] == mean[r].min()) / (mean[r] == mean[r].min()).sum() for r in range(400)])
+        best = np.mean([(mean[r, j] == mean[r].min()) / (mean[r] == mean[r].min()).sum() for r in range(300)])
         assert got[name] == pytest.approx((lo, hi, best))
     assert sum(p for _, _, p in got.values()) == pytest.approx(1.0)

@@ -48,6 +48,8 @@ class Curve:
     """Per-position NLL of one encoding on one split longer than the training context, seeds pooled.
 
     status: "ok", "n/a" (every seed skipped the split, `note` says why) or "missing" (no finished run).
+    `seed_past`: each evaluated seed's own NLL at positions >= L (token-weighted), what the seed-paired test of the
+    extrapolation compares.
     """
 
     group: str
@@ -59,12 +61,18 @@ class Curve:
     note: str = ""
     seeds: int = 0
     by_position: PositionNLL = field(default_factory=lambda: PositionNLL(np.zeros(0, int), np.zeros(0), np.zeros(0)))
+    seed_past: dict[int, float] = field(default_factory=dict)
 
     def mean_nll(self, past: bool) -> float:
-        """Token-weighted NLL at positions >= L (`past`) or < L; nan when there is none."""
-        kept = (self.by_position.positions >= self.context) == past
-        n = self.by_position.tokens[kept].sum()
-        return float(self.by_position.nll_sum[kept].sum() / n) if n > 0 else math.nan
+        """Token-weighted NLL at positions >= L (`past`) or < L, seeds pooled; nan when there is none."""
+        return past_mean(self.by_position, self.context, past)
+
+
+def past_mean(by_position: PositionNLL, context: int, past: bool = True) -> float:
+    """Token-weighted NLL at positions >= context (`past`) or < context; nan when there is none."""
+    kept = (by_position.positions >= context) == past
+    n = by_position.tokens[kept].sum()
+    return float(by_position.nll_sum[kept].sum() / n) if n > 0 else math.nan
 
 
 def split_length(split: str, entry: dict, context: int) -> int | None:
@@ -98,8 +106,12 @@ def load_extrapolation(group: str, runs: list[RunFolder]) -> list[Curve]:
             evaluated = [run for run in enc_runs if is_evaluated(splits[run].get(split))]
             common = {"group": group, "split": split, "length": length, "context": context, "encoding": encoding}
             if evaluated:
-                pooled = pooled_split_positions(evaluated, split)
-                curves.append(Curve(**common, status="ok", seeds=len(evaluated), by_position=pooled))
+                tables = {run.seed: read_per_position(run, split) for run in evaluated}
+                pooled = pooled_positions(tables.values())
+                seed_past = {seed: past_mean(pooled_positions([t]), context) for seed, t in tables.items()}
+                curves.append(
+                    Curve(**common, status="ok", seeds=len(evaluated), by_position=pooled, seed_past=seed_past)
+                )
                 continue
             reasons = sorted({splits[run][split]["skipped"] for run in enc_runs if split in splits[run]})
             curves.append(

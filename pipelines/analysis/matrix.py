@@ -56,19 +56,22 @@ class Evidence:
         done = [s for s, ok in zip(self.seeds, self.finished(encoding), strict=True) if ok]
         return done if within is None else [s for s in done if s in within]
 
-    def seed_scores(self, encoding: str) -> dict[int, float]:
-        """Each finished seed's score: the mean over the examples."""
+    def seed_scores(self, encoding: str, within: tuple[int, ...] | None = None) -> dict[int, float]:
+        """Each finished seed's score (those in `within` when given): the mean over the examples."""
         row = self.values[self.encodings.index(encoding)]
-        return {s: float(row[self.seeds.index(s)].mean()) for s in self.seeds_of(encoding)}
+        return {s: float(row[self.seeds.index(s)].mean()) for s in self.seeds_of(encoding, within)}
 
-    def score(self, encoding: str) -> float:
-        """The encoding's score: its per-seed scores averaged (= the mean of the seed-averaged examples)."""
-        return float(np.mean(list(self.seed_scores(encoding).values())))
+    def score(self, encoding: str, within: tuple[int, ...] | None = None) -> float:
+        """The encoding's score: its per-seed scores averaged (= the mean of the seed-averaged examples), over its
+        finished seeds (those in `within` when given)."""
+        return float(np.mean(list(self.seed_scores(encoding, within).values())))
 
-    def seed_averaged(self, encoding: str) -> np.ndarray:
-        """Each example's score averaged over the encoding's finished seeds (paper 000 C.2's input)."""
+    def seed_averaged(self, encoding: str, within: tuple[int, ...] | None = None) -> np.ndarray:
+        """Each example's score averaged over the encoding's finished seeds (those in `within` when given: paper
+        000 C.2's input, on the seeds an encoding shares with the reference)."""
         row = self.values[self.encodings.index(encoding)]
-        return row[self.finished(encoding)].mean(axis=0)
+        columns = [self.seeds.index(s) for s in self.seeds_of(encoding, within)]
+        return row[columns].mean(axis=0)
 
     def common_seeds(self, encodings: tuple[str, ...] | None = None) -> list[int]:
         """The seeds every one of `encodings` (all by default) finished."""

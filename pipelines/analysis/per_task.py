@@ -15,8 +15,10 @@ import math
 
 import numpy as np
 
+from domains.base import Metric
 from pipelines.analysis.curves import load_extrapolation
 from pipelines.analysis.evidence import commits, finished_by, missing_runs, preset_of, seed_selection
+from pipelines.analysis.extrapolation import past_length_verdicts
 from pipelines.analysis.matrix import (
     Evidence,
     accuracy_on_test,
@@ -26,7 +28,6 @@ from pipelines.analysis.matrix import (
     task_chance,
 )
 from pipelines.analysis.results import (
-    DEFAULT_REF,
     TEST_SPLIT,
     Cell,
     DomainResult,
@@ -34,8 +35,8 @@ from pipelines.analysis.results import (
     TaskTable,
     entries_with_intervals,
 )
-from pipelines.analysis.sequential import Design, seed_verdicts
-from pipelines.analysis.stats import PairedResult, chance_normalised, paired_tests
+from pipelines.analysis.sequential import Design, matched_scores, seed_verdicts
+from pipelines.analysis.stats import PairedResult, chance_normalised, matched_paired_tests, ranks
 from pipelines.experiment.config import datamodule_class
 from pipelines.runs.layout import RunFolder, is_derived
 from pipelines.runs.metrics import is_evaluated
@@ -100,12 +101,19 @@ def instance_tests(
     domain: str, evidence: Evidence, runs: list[RunFolder], chance: dict[str, float], ref: str
 ) -> dict[str, PairedResult]:
     """Paper 000 C.2's per-example test of every baseline against `ref` over the test instances of every task, each
-    encoding over the seeds `evidence` holds for it (its seeds that finished every task)."""
+    pair's instances averaged over the seeds both finished on every task (each one's own when they share fewer than
+    2), Holm over the baselines."""
     kept = {name: set(evidence.seeds_of(name)) for name in evidence.encodings}
     scored = [r for r in runs if not r.derived and r.seed in kept.get(r.encoding, ())]
     instances = per_instance_evidence(domain, evidence.metric, scored, chance)
-    averaged = {name: instances.seed_averaged(name) for name in evidence.encodings}
-    return {test.baseline: test for test in paired_tests(averaged, ref)}
+    pairs = {}
+    for name in instances.encodings:
+        if name == ref:
+            continue
+        common = tuple(instances.common_seeds((name, ref)))
+        within = common if len(common) >= 2 else None
+        pairs[name] = (instances.seed_averaged(name, within), instances.seed_averaged(ref, within))
+    return {test.baseline: test for test in matched_paired_tests(pairs, ref)}
 
 
 def analyse_per_task(domain: str, runs: list[RunFolder], ref: str | None, design: Design | None) -> DomainResult:
@@ -114,25 +122,37 @@ def analyse_per_task(domain: str, runs: list[RunFolder], ref: str | None, design
         evidence = per_task_evidence(domain, datamodule.metric, runs)
     except FileNotFoundError:
         evidence = None
-    seeds = {name: evidence.seeds_of(name) for name in evidence.encodings} if evidence else {}
+    # the task tables (bold, mean rank over the tasks) compare every encoding on the seeds all of them finished on
+    # every task; each encoding's own seeds where no seed is common to all
+    common = evidence.common_seeds() if evidence else []
+    seeds = {name: common or evidence.seeds_of(name) for name in evidence.encodings} if evidence else {}
     table = load_task_table(runs, seeds, datamodule.eval_split_names)
     entries: dict[str, Entry] = {}
-    verdicts = None
+    verdicts, matched = None, {}
     if evidence is not None:
         unknown = [t for t, c in table.chance.items() if math.isnan(c)]
         if unknown:
             raise ValueError(f"synthetic tasks without a chance level in their manifests: {', '.join(unknown)}")
-        verdicts = seed_verdicts(evidence, ref, design, DEFAULT_REF)
+        verdicts = seed_verdicts(evidence, ref, design)
+        matched = matched_scores(evidence, verdicts)
+        rank = ranks(matched, lower_is_better=False)
+        order = sorted(evidence.encodings, key=lambda name: (rank[name], name))
         paper = {}
         if verdicts.ref is not None:
             paper = instance_tests(domain, evidence, runs, table.chance, verdicts.ref)
         entries = entries_with_intervals(
-            {name: evidence.seed_averaged(name) for name in evidence.encodings},
-            {name: evidence.seed_scores(name) for name in evidence.encodings},
+            {name: evidence.seed_averaged(name) for name in order},
+            {name: evidence.seed_scores(name) for name in order},
             paper,
-            verdicts.family.verdicts if verdicts.family else {},
+            verdicts.verdicts(),
         )
-    used = [run for run in runs if run.finished and run.seed in seeds.get(run.encoding.split("+")[0], [])]
+    own = {name: evidence.seeds_of(name) for name in evidence.encodings} if evidence else {}
+    used = [run for run in runs if run.finished and run.seed in own.get(run.encoding.split("+")[0], [])]
+    extrapolation = [
+        curve
+        for task in sorted({r.group for r in used})
+        for curve in load_extrapolation(task, [r for r in used if r.group == task])
+    ]
     return DomainResult(
         domain=domain,
         metric=datamodule.metric,
@@ -144,13 +164,12 @@ def analyse_per_task(domain: str, runs: list[RunFolder], ref: str | None, design
         incomplete=_incomplete(evidence, runs),
         seen={run.encoding for run in runs if not run.derived},
         missing=missing_runs(runs, design),
-        extrapolation=[
-            curve
-            for task in sorted({r.group for r in used})
-            for curve in load_extrapolation(task, [r for r in used if r.group == task])
-        ],
+        extrapolation=extrapolation,
         tasks=table,
         verdicts=verdicts,
         evidence=evidence,
         commits=commits(runs),
+        matched=matched,
+        # NLL past the training length: the region of the NLL domains (the default Metric's)
+        past_verdicts=past_length_verdicts(extrapolation, verdicts.ref if verdicts else None, Metric.equivalence),
     )

@@ -16,8 +16,6 @@ from pipelines.analysis.stats import FriedmanResult, PairedResult, mean_ci, rank
 from pipelines.analysis.verdict import PairVerdict
 
 TEST_SPLIT = "test"
-# SPEC 3: "ref = `darope` by default, configurable".
-DEFAULT_REF = "darope"
 
 
 @dataclass(frozen=True)
@@ -25,7 +23,9 @@ class Entry:
     """One encoding's result in one domain.
 
     `score` is the domain's metric (mean test NLL; for a domain with tasks the mean chance-normalised test accuracy
-    over the tasks) over the `n` examples (tasks), with two 95% intervals: the within-example interval of SPEC 3
+    over the tasks) over the `n` examples (tasks) and the encoding's own finished seeds (which may differ from
+    another encoding's: compare encodings by the matched Δ of DomainResult.matched, not by this), with two 95%
+    intervals: the within-example interval of SPEC 3
     (ci_lo, ci_hi: Cousineau's normalisation with Morey's correction, what paper 000's Figure 3 draws) and the
     ordinary t-interval between examples (between_lo, between_hi), much wider where examples differ in difficulty.
     `seed_scores` is the same score from each seed alone (the seeds this encoding finished). `verdict` is the
@@ -100,6 +100,13 @@ class DomainResult:
     example_friedman: FriedmanResult | None = None
     verdicts: SeedVerdicts | None = None  # the seed-aware verdicts (primary family, every pair, variance)
     evidence: Evidence | None = None  # the (encoding, seed, example) scores every statistic was computed from
+    # what ranks the domain's encodings: each one's Δ to the reference on the seeds both finished (the reference
+    # 0; the Δ of its verdict where it has one), or, without a reference, its score on the seeds every encoding
+    # finished; never means over unequal seed sets
+    matched: dict[str, float] = field(default_factory=dict)
+    # (group, split) -> each encoding's seed-paired verdict against the reference on its NLL past the training length
+    # (pipelines.analysis.sequential.past_length_verdicts)
+    past_verdicts: dict[tuple[str, str], list[PairVerdict]] = field(default_factory=dict)
     commits: dict[str, list[str]] = field(default_factory=dict)  # code commit -> the finished runs trained at it
 
     @property
@@ -118,12 +125,19 @@ class DomainResult:
         return f"95% within-{self.blocks}"
 
     def scores(self) -> dict[str, float]:
+        """Each encoding's score over its own seeds (descriptive: seed sets may differ)."""
         return {name: entry.score for name, entry in self.entries.items()}
 
     def ranks(self, among: set[str] | None = None) -> dict[str, float]:
-        """Rank of each scored encoding (1 = best, ties averaged), among all of them or only those `among`."""
-        scores = {name: score for name, score in self.scores().items() if among is None or name in among}
+        """Rank of each scored encoding by the matched rule (1 = best, ties averaged), among all of them or only
+        those `among`."""
+        scores = {name: score for name, score in self.matched.items() if among is None or name in among}
         return ranks(scores, lower_is_better=not self.metric.higher_is_better)
+
+    def best(self) -> str | None:
+        """The encoding ranked first by the matched rule (what a table puts in bold)."""
+        rank = self.ranks()
+        return min(rank, key=lambda name: (rank[name], name)) if rank else None
 
 
 def entries_with_intervals(

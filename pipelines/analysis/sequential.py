@@ -5,19 +5,24 @@ test of each pair (pipelines.analysis.verdict) on the seeds both encodings finis
 alpha = 0.05. `make settle` adds seeds in a design fixed before the first look (`Design`, written to
 <runs>/<domain>/settle.json):
 
+- the reference, fixed before any score is seen: the one the user names (`--ref`) or the SPEC's default
+  (DEFAULT_REF, rope10k); the design records which (`ref_rule`). A design written before this rule existed took the
+  best encoding at its first look, a choice from the data: its report says so (REF_RULES);
 - looks at n_1 < n_2 < ... < n_K seeds per encoding (n_1: the seeds the study starts with; by default K = 4 looks
   up to --max-seeds, e.g. 3, 5, 8, 10), the seed ids fixed in order (`Design.seeds`);
 - alpha spent linearly over the looks, alpha k / K by look k (AdaStop's spending), so look k tests at its
   increment alpha_k = alpha / K; a Bonferroni bound over the looks keeps the family-wise error at most alpha
   whatever the correlation between looks;
-- at look k, Holm at alpha_k over the pairs not yet rejected; a rejected pair is `better` or `worse` for good; a
-  pair whose (1 - alpha_k) interval lies inside the region is `equivalent`; the others are `inconclusive`, and
-  those with |Δ| outside the region get the next look's seeds (their encoding and the reference); the rest stop;
-- the reference is fixed at the first look (the best encoding then, or the one given).
+- at look k, Holm at alpha_k over the pairs still open (a pair decided at an earlier look keeps its verdict and
+  leaves the family); a rejected pair is `better` or `worse`; a pair whose TOST rejects |Δ| >= r at alpha_k is
+  `equivalent`; an open pair with |Δ| inside the region is `stopped` (a futility stop: small |Δ|, not shown
+  equivalent; the design buys no seeds to resolve a difference that small); the others are `inconclusive` and get
+  the next look's seeds (their encoding and the reference), or stay inconclusive at the design's last look.
 
 Every look is recomputed from the runs: the verdicts are a pure function of the evidence and the design, and a
-look counts only once the reference and every encoding it called for hold all its seeds. `tests/test_settle.py`
-simulates the rule's family-wise error under the null and its power against a difference of one seed SD.
+look counts only once the reference and every encoding it called for hold all its seeds. The family-wise error of
+this rule under the global null, and its power, are simulated in tests/test_verdict_simulations.py with the code's
+own `primary_family`.
 """
 
 from __future__ import annotations
@@ -32,17 +37,31 @@ import numpy as np
 from pipelines.analysis.matrix import Evidence
 from pipelines.analysis.stats import holm_adjust
 from pipelines.analysis.verdict import (
+    DECIDED,
     PairVerdict,
     compare_pair,
-    example_resampled_means,
     seeds_needed,
     variance_components,
     verdict_word,
 )
+from pipelines.experiment.config import roster
 from pipelines.runs.layout import SETTLE as SETTLE_FILE
 
 ALPHA = 0.05
 DEFAULT_LOOKS = 4
+# SPEC 3: the reference when none is named: RoPE at base 10k, the baseline every decoder starts from (fixed in
+# advance, so that choosing it spends nothing of the design's alpha)
+DEFAULT_REF = "rope10k"
+# how a design's reference was chosen (Design.ref_rule), as the reports say it
+REF_RULES = {
+    "given": "named with `--ref` before the first look",
+    "default": "the SPEC's default, fixed before the first look",
+    "data": "chosen from the data: the best encoding at the first look, whose seeds the tests then used; with such a "
+    "reference the design's family-wise error is 0.08-0.10 under the global null instead of at most 0.05 "
+    "(tests/test_verdict_simulations.py)",
+    "unrecorded": "not recorded (a design written before the reference was fixed in advance: `--ref` when given, "
+    "else the best encoding at the first look, chosen from the data)",
+}
 
 
 @dataclass(frozen=True)
@@ -52,13 +71,20 @@ class Design:
     seeds: tuple[int, ...]  # every seed id the design may train, in the order they are added
     looks: tuple[int, ...]  # seeds per encoding at each look, increasing; looks[-1] == len(seeds)
     alpha: float = ALPHA
-    ref: str | None = None  # fixed at the first look; None: decided there (the best encoding)
+    ref: str | None = None  # fixed before the first look (a fixed-sample comparison may leave it to the caller)
     sequential: bool = True  # False: a fixed-sample comparison (one look over whatever seeds the runs hold)
-    encodings: tuple[str, ...] = ()  # the baselines the design settles (empty: every encoding with runs)
+    # the baselines the design settles, recorded when it is fixed; an encoding that joins later is outside its family
+    # (empty, in designs written before they were recorded: every encoding holding the first look's seeds)
+    encodings: tuple[str, ...] = ()
+    ref_rule: str = "given"  # how `ref` was chosen: a key of REF_RULES
 
     def __post_init__(self) -> None:
+        if self.ref_rule not in REF_RULES:
+            raise ValueError(f"a design's ref_rule must be one of {', '.join(REF_RULES)}, got {self.ref_rule!r}")
         if not self.sequential:
             return
+        if not self.ref:
+            raise ValueError("a design's reference must be fixed before its first look, got none")
         if not self.looks or list(self.looks) != sorted(set(self.looks)) or self.looks[0] < 2:
             raise ValueError(f"a design's looks must increase from at least 2 seeds, got {list(self.looks)}")
         if self.looks[-1] != len(self.seeds) or len(set(self.seeds)) != len(self.seeds):
@@ -92,6 +118,7 @@ class Design:
             "alpha": self.alpha,
             "alpha_per_look": self.level,
             "ref": self.ref,
+            "ref_rule": self.ref_rule,
             "encodings": list(self.encodings),
             "spending": "linear: alpha k / K by look k (AdaStop); Holm within a look; Bonferroni over looks",
         }
@@ -104,6 +131,7 @@ class Design:
             data["alpha"],
             data.get("ref"),
             encodings=tuple(data.get("encodings") or ()),
+            ref_rule=data.get("ref_rule", "unrecorded"),
         )
 
 
@@ -145,6 +173,7 @@ class Look:
                     "ci": [pair.ci_lo, pair.ci_hi],
                     "p": pair.p,
                     "p_holm": pair.p_holm,
+                    "p_tost": pair.p_tost,
                     "seeds": len(pair.seeds_a),
                     "verdict": pair.verdict,
                 }
@@ -170,36 +199,31 @@ class FamilyResult:
 
 
 class Comparator:
-    """Pair statistics over one Evidence, with the bootstrap's example resampling done once per domain."""
+    """Pair statistics over one Evidence."""
 
-    def __init__(self, evidence: Evidence, replicates: int | None = None) -> None:
+    def __init__(self, evidence: Evidence) -> None:
         self.evidence = evidence
-        kwargs = {} if replicates is None else {"replicates": replicates}
-        self.resampled = example_resampled_means(evidence.values, **kwargs)  # (R, E, S)
 
     def pair(self, a: str, b: str, seeds: tuple[int, ...] | None = None) -> PairVerdict:
         """a against b on their finished seeds (those among `seeds` when given)."""
         ev = self.evidence
         sa, sb = ev.seeds_of(a, within=seeds), ev.seeds_of(b, within=seeds)
         ia, ib = ev.encodings.index(a), ev.encodings.index(b)
-        cols_a, cols_b = [ev.seeds.index(s) for s in sa], [ev.seeds.index(s) for s in sb]
         return compare_pair(
             a,
             b,
-            ev.values[ia, cols_a],
-            ev.values[ib, cols_b],
+            ev.values[ia, [ev.seeds.index(s) for s in sa]],
+            ev.values[ib, [ev.seeds.index(s) for s in sb]],
             sa,
             sb,
-            self.resampled[:, ia, cols_a],
-            self.resampled[:, ib, cols_b],
             region=ev.metric.equivalence,
             higher_is_better=ev.metric.higher_is_better,
         )
 
 
 def decide(pairs: list[PairVerdict], alpha: float, look: int | None, plan_seeds: bool = True) -> list[PairVerdict]:
-    """Holm over `pairs` at `alpha`, each pair's verdict word and, when inconclusive (and `plan_seeds`), the seeds
-    it would need."""
+    """Holm over `pairs` at `alpha`, each pair's verdict word (verdict_word) and, when inconclusive (and
+    `plan_seeds`), the seeds it would need to detect a difference of the region's edge at the first Holm level."""
     if not pairs:
         return []
     raw = np.array([pair.p if math.isfinite(pair.p) else 1.0 for pair in pairs])
@@ -210,16 +234,9 @@ def decide(pairs: list[PairVerdict], alpha: float, look: int | None, plan_seeds:
         word = verdict_word(pair, p_holm, alpha)
         needed = None
         if word == "inconclusive" and plan_seeds:
-            effect = max(abs(pair.delta), pair.region)
-            needed = seeds_needed(effect, pair.seed_sd, alpha / len(pairs), pair.paired)
+            needed = seeds_needed(pair.region, pair.seed_sd, alpha / len(pairs), pair.paired)
         decided.append(replace(pair, p_holm=p_holm, alpha=alpha, verdict=word, seeds_needed=needed, look=look))
     return decided
-
-
-def best_encoding(evidence: Evidence) -> str:
-    """The encoding with the best score over its seeds (ties: the first name)."""
-    sign = -1 if evidence.metric.higher_is_better else 1
-    return min(sorted(evidence.encodings), key=lambda name: sign * evidence.score(name))
 
 
 def primary_family(comparator: Comparator, design: Design, ref: str, plan_seeds: bool = True) -> FamilyResult:
@@ -227,6 +244,14 @@ def primary_family(comparator: Comparator, design: Design, ref: str, plan_seeds:
     seeds an inconclusive pair would need (simulations of the rule do not read them)."""
     ev = comparator.evidence
     baselines = [name for name in ev.encodings if name != ref and (not design.encodings or name in design.encodings)]
+    return family_over(comparator, design, ref, baselines, plan_seeds)
+
+
+def family_over(
+    comparator: Comparator, design: Design, ref: str, baselines: list[str], plan_seeds: bool = True
+) -> FamilyResult:
+    """The design's looks over `baselines` against `ref` (see the module docstring), one family at alpha."""
+    ev = comparator.evidence
     final: dict[str, PairVerdict] = {}
     looks: list[Look] = []
     active = set(baselines)  # encodings the current look expects to hold its seeds
@@ -238,19 +263,24 @@ def primary_family(comparator: Comparator, design: Design, ref: str, plan_seeds:
             if lacking:
                 next_runs = lacking
                 break
-        family = [b for b in baselines if final.get(b) is None or final[b].verdict not in ("better", "worse")]
+        # the family: every pair not yet shown different, so that each look's Holm covers every true null still
+        # standing (a futility stop or an equivalence does not leave it; leaving would let the design choose a
+        # smaller family from the data); a stopped or equivalent pair keeps its word unless a look rejects it
+        family = [b for b in baselines if b not in final or final[b].verdict not in DECIDED]
         decided = decide([comparator.pair(b, ref, seeds) for b in family], design.level, k + 1, plan_seeds)
-        look = Look(k + 1, tuple(seeds or ev.seeds), design.level, {pair.a: pair for pair in decided})
+        last = not design.sequential or k == len(design.looks) - 1
         for pair in decided:
             before = final.get(pair.a)
-            if before is None or before.verdict == "inconclusive" or pair.verdict in ("better", "worse"):
-                final[pair.a] = pair
-        look.calls_for = [
-            b for b in baselines if final[b].verdict == "inconclusive" and abs(final[b].delta) >= final[b].region
-        ]
+            if before is not None and before.verdict in ("equivalent", "stopped") and pair.verdict not in DECIDED:
+                continue
+            if design.sequential and not last and pair.verdict == "inconclusive" and abs(pair.delta) < pair.region:
+                pair = replace(pair, verdict="stopped", seeds_needed=None)  # futility: small |Δ|, not equivalent
+            final[pair.a] = pair
+        look = Look(k + 1, tuple(seeds or ev.seeds), design.level, {b: final[b] for b in family})
+        look.calls_for = [] if last else [b for b in family if final[b].verdict == "inconclusive"]
         looks.append(look)
         active = set(look.calls_for)
-        if not design.sequential or not active:
+        if not active:
             break
     return FamilyResult(ref, design, {b: final[b] for b in baselines if b in final}, looks, next_runs)
 
@@ -265,7 +295,9 @@ def every_pair(comparator: Comparator, alpha: float = ALPHA) -> list[PairVerdict
 
 @dataclass
 class SeedVerdicts:
-    """A domain's seed-aware statistics: the primary family against `ref`, every pair, the variance components."""
+    """A domain's seed-aware statistics: the primary family against `ref`, every pair, the variance components.
+    Under a published design, the encodings outside its family (they joined the study later) form their own family
+    over the same looks (`joined`), or, below its first look, fixed-sample comparisons (`provisional`)."""
 
     ref: str | None
     no_tests_reason: str | None  # why there is no primary family (one encoding; a reference given but not run)
@@ -273,14 +305,77 @@ class SeedVerdicts:
     pairs: list[PairVerdict]
     variance: dict[str, float] | str  # components, or why they could not be estimated
     comparator: Comparator | None = None
-    ref_note: str = ""  # how the reference was chosen when it was neither given nor the default
+    ref_note: str = ""  # how the reference was chosen (REF_RULES, or why another than the default)
+    joined: FamilyResult | None = None
+    provisional: dict[str, PairVerdict] = field(default_factory=dict)
+
+    def verdicts(self) -> dict[str, PairVerdict]:
+        """Every baseline's verdict against the reference: the design's family, the joined one, the provisional."""
+        out = dict(self.family.verdicts) if self.family else {}
+        out.update(self.joined.verdicts if self.joined else {})
+        out.update(self.provisional)
+        return out
+
+    @property
+    def next_runs(self) -> list[tuple[str, int]]:
+        """The runs the next look needs, of the design's family and of the joined one."""
+        return [*(self.family.next_runs if self.family else []), *(self.joined.next_runs if self.joined else [])]
 
 
-def seed_verdicts(
-    evidence: Evidence, ref: str | None, design: Design | None, default_ref: str, replicates: int | None = None
-) -> SeedVerdicts:
-    """The verdicts of a domain. The reference: the design's, else `ref` (given), else `default_ref` when it has
-    finished runs, else the best encoding. A design (from make settle) makes the primary family sequential."""
+def fallback_reference(evidence: Evidence) -> str:
+    """The reference when the default has no runs: the first encoding of the suite's roster order (the `anchors`
+    roster) with finished runs, else the first name; a choice made without looking at any score."""
+    order = roster("anchors")
+    return next((name for name in order if name in evidence.encodings), sorted(evidence.encodings)[0])
+
+
+def design_members(evidence: Evidence, design: Design, ref: str) -> tuple[list[str], list[str]]:
+    """(the baselines of the design's own family, those that joined the study later): the design's recorded
+    encodings, or in a design that records none, every encoding holding the first look's seeds."""
+    baselines = [name for name in evidence.encodings if name != ref]
+    if design.encodings:
+        members = [name for name in baselines if name in design.encodings]
+    else:
+        first = set(design.look_seeds(0))
+        members = [name for name in baselines if first <= set(evidence.seeds_of(name))]
+    return members, [name for name in baselines if name not in members]
+
+
+def joined_verdicts(
+    comparator: Comparator, design: Design, ref: str, newcomers: list[str]
+) -> tuple[FamilyResult | None, dict[str, PairVerdict]]:
+    """The encodings that joined a designed study: their own family over the design's looks and alpha (the study's
+    verdicts never change for them), and for those below its first look a fixed-sample comparison on the seeds they
+    share with the reference (Holm among them at alpha), said to be so."""
+    if not newcomers:
+        return None, {}
+    first = set(design.look_seeds(0))
+    below = [name for name in newcomers if not first <= set(comparator.evidence.seeds_of(name))]
+    at_look = [name for name in newcomers if name not in below]
+    joined = family_over(comparator, design, ref, at_look) if at_look else None
+    if joined is not None:
+        joined.verdicts = {name: replace(pair, scope="joined") for name, pair in joined.verdicts.items()}
+    provisional = {}
+    for pair in decide([comparator.pair(name, ref) for name in below], design.alpha, None):
+        held = len(set(comparator.evidence.seeds_of(pair.a)) & first)
+        scope = f"below the design's first look: {held} of {len(first)} seeds"
+        provisional[pair.a] = replace(pair, scope=scope)
+    if joined is None and below:  # the next look's runs of those below it: the first look's missing seeds
+        lacking = [
+            (name, s) for name in below for s in design.look_seeds(0) if s not in comparator.evidence.seeds_of(name)
+        ]
+        joined = FamilyResult(ref, design, {}, [], lacking)
+    elif below:
+        joined.next_runs += [
+            (name, s) for name in below for s in design.look_seeds(0) if s not in comparator.evidence.seeds_of(name)
+        ]
+    return joined, provisional
+
+
+def seed_verdicts(evidence: Evidence, ref: str | None, design: Design | None) -> SeedVerdicts:
+    """The verdicts of a domain. The reference: the design's, else `ref` (given), else DEFAULT_REF when it has
+    finished runs, else fallback_reference: never chosen by its score. A design (from make settle) makes the primary
+    family sequential; encodings outside its family get their own (joined_verdicts)."""
     try:
         variance: dict[str, float] | str = variance_components(evidence.complete())
     except ValueError:
@@ -295,12 +390,38 @@ def seed_verdicts(
         why = "the design's" if design and design.ref else "given"
         reason = f"No paired tests: `{chosen}` ({why}) has no finished run here; choose one with `--ref`."
         return SeedVerdicts(None, reason, None, [], variance)
-    note = ""
-    if chosen is None:
-        chosen = default_ref if default_ref in evidence.encodings else best_encoding(evidence)
-        if chosen != default_ref:
-            note = f"the best encoding: `{default_ref}`, the default reference, has no finished run here"
-    comparator = Comparator(evidence, replicates)
-    design = design or fixed_design(evidence, chosen)
-    family = primary_family(comparator, design, chosen)
-    return SeedVerdicts(chosen, None, family, every_pair(comparator), variance, comparator, note)
+    if design is not None:
+        note = REF_RULES[design.ref_rule]
+    elif chosen is not None:
+        note = REF_RULES["given"]
+    elif DEFAULT_REF in evidence.encodings:
+        chosen, note = DEFAULT_REF, REF_RULES["default"]
+    else:
+        chosen = fallback_reference(evidence)
+        note = f"the first encoding of the roster order with runs: `{DEFAULT_REF}`, the default, has none here"
+    comparator = Comparator(evidence)
+    joined, provisional = None, {}
+    if design is not None and design.sequential:
+        members, newcomers = design_members(evidence, design, chosen)
+        family = family_over(comparator, design, chosen, members)
+        joined, provisional = joined_verdicts(comparator, design, chosen, newcomers)
+    else:
+        family = primary_family(comparator, design or fixed_design(evidence, chosen), chosen)
+    pairs = every_pair(comparator)
+    return SeedVerdicts(chosen, None, family, pairs, variance, comparator, note, joined, provisional)
+
+
+def matched_scores(evidence: Evidence, verdicts: SeedVerdicts) -> dict[str, float]:
+    """What ranks a domain's encodings (DomainResult.matched): each encoding's Δ to the reference on the seeds both
+    finished (its verdict's Δ where it has one: the Δ its table row shows), the reference 0. Without a reference:
+    each encoding's score on the seeds every encoding finished (its own seeds when none is common to all)."""
+    if verdicts.ref is None or verdicts.comparator is None:
+        common = tuple(evidence.common_seeds())
+        return {name: evidence.score(name, within=common or None) for name in evidence.encodings}
+    ref, family = verdicts.ref, verdicts.verdicts()
+    return {
+        name: 0.0
+        if name == ref
+        else (family[name].delta if name in family else verdicts.comparator.pair(name, ref).delta)
+        for name in evidence.encodings
+    }

@@ -153,23 +153,31 @@ def paired_tests(nll: Mapping[str, np.ndarray], ref: str, level: float = 0.95) -
     """Paired two-sided t-test of every baseline against `ref`, Holm-corrected over the baselines.
 
     `nll` maps an encoding to its per-example NLL (seed-averaged), all aligned on the same examples.
-    For each baseline b != ref: d_i = NLL_i(b) - NLL_i(ref); the result holds the mean difference with
-    its `level` t-interval, the raw p-value, the Holm-adjusted p-value over all baselines given here and
-    whether the adjusted p is below 0.05. Results follow the order of `nll`.
-    """
+    For each baseline b != ref: d_i = NLL_i(b) - NLL_i(ref); see matched_paired_tests."""
     if ref not in nll:
         raise KeyError(f"reference {ref!r} not among {sorted(nll)}")
-    ref_nll = np.asarray(nll[ref], dtype=float)
+    return matched_paired_tests({name: (values, nll[ref]) for name, values in nll.items() if name != ref}, ref, level)
+
+
+def matched_paired_tests(
+    pairs: Mapping[str, tuple[np.ndarray, np.ndarray]], ref: str, level: float = 0.95
+) -> list[PairedResult]:
+    """Paired two-sided t-test of every baseline against `ref`, Holm-corrected over the baselines, each on its own
+    pair of aligned per-example arrays (baseline, reference): the reference seed-averaged over the seeds it shares
+    with that baseline, so that no pair compares different seed sets.
+
+    For each baseline b: d_i = NLL_i(b) - NLL_i(ref); the result holds the mean difference with its `level`
+    t-interval, the raw p-value, the Holm-adjusted p-value over all baselines given here and whether the adjusted p
+    is below 0.05. Results follow the order of `pairs`.
+    """
     rows = []
-    for baseline, values in nll.items():
-        if baseline == ref:
-            continue
-        values = np.asarray(values, dtype=float)
-        if values.shape != ref_nll.shape:
-            raise ValueError(f"{baseline!r} has {values.size} examples, {ref!r} has {ref_nll.size}")
+    for baseline, (values, ref_values) in pairs.items():
+        values, ref_values = np.asarray(values, dtype=float), np.asarray(ref_values, dtype=float)
+        if values.shape != ref_values.shape:
+            raise ValueError(f"{baseline!r} has {values.size} examples, {ref!r} has {ref_values.size}")
         if values.size < 2:
             raise ValueError("a paired t-test needs at least two examples")
-        d = values - ref_nll
+        d = values - ref_values
         mean_diff, lo, hi = mean_ci(d, level)
         t, p = _paired_t(d)
         rows.append((baseline, d.size, mean_diff, lo, hi, t, p))
@@ -229,13 +237,6 @@ def summarise_ranks(per_group: Iterable[Mapping[str, float]]) -> dict[str, tuple
 def chance_normalised(acc, chance):
     """Chance-normalised accuracy (acc - chance) / (1 - chance): 0 at chance, 1 when perfect (SPEC 2)."""
     return (acc - chance) / (1 - chance)
-
-
-def significance_stars(p: float) -> str:
-    """Paper 000's markers (Figure 3) for a Holm-adjusted p: `*` < 0.05, `**` < 0.01, `***` < 0.001."""
-    if math.isnan(p):
-        return ""
-    return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
 
 
 # ------------------------------------------------------------------- Friedman test and Nemenyi CD

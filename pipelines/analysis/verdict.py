@@ -2,119 +2,139 @@
 
 A training seed is the unit of replication. Everything here is a pure function of a domain's score array
 `values[encoding, seed, example]` (pipelines.analysis.matrix.Evidence): each example's score (test NLL, or a task's
-chance-normalised accuracy) under each trained network.
+chance-normalised accuracy) under each trained network. Each seed's score is its mean over the examples; the test
+examples are held fixed (the benchmark's test set), so every statement below is about a new draw of training seeds
+on this test set.
 
 For a pair (a, b), d = score(a) - score(b) in the metric's units (NLL: negative = a better):
-- Δ: the mean over the pair's seeds of the per-seed mean differences (paired seeds) or the difference of the two
-  encodings' seed means (unpaired), with a 95% crossed bootstrap interval: each replicate resamples the test
-  examples once (shared by both encodings) and the seed indices (jointly when the seeds pair, one seed index
-  for both encodings; independently otherwise), so the interval covers both sources of noise.
-- the seed-level test: paired t-test on the per-seed mean differences (scipy's ttest_rel), or Welch's t-test on
-  the per-seed means when the seeds do not pair; Holm over the family (pipelines.analysis.sequential).
-- the probability of improvement P(a better than b) over seeds, U / (n_a n_b) (rliable's definition, ties 1/2),
-  with a bootstrap interval from the same replicates.
-- the verdict word: `better` / `worse` (a better or worse than b: the seed-level test rejects at the family's
-  Holm-adjusted level), else `equivalent` (the interval at that level lies inside the region of practical
-  equivalence +-r, `Metric.equivalence`), else `inconclusive`; for an inconclusive pair, the seeds per encoding a
-  fixed-sample test at the family's first Holm level (alpha / m) would need for 80% power at the larger of |Δ|
-  and r, from the pair's seed-level SD.
-
-The bootstrap's random numbers are fixed (BOOTSTRAP_SEED): a report reproduces byte for byte. Example draws come
-first, shared by every pair of a domain: `example_draws`, row r = replicate r; then each pair's seed draws from its
-own generator (`pair_rng`, keyed by the two names, so adding an encoding changes no other pair's numbers).
+- the seeds pair when both encodings finished at least 2 of the same seeds (seed k shares its data order across
+  encodings); the pair then uses only those seeds, and d_s is seed s's difference. Otherwise (fewer than 2 common
+  seeds) the two encodings' seed scores are compared as independent samples (Welch-Satterthwaite).
+- Δ: the mean of d_s (paired), or the difference of the two seed means (unpaired), with its t-interval:
+  Δ +- t(df) se, df = n - 1 (paired) or Welch-Satterthwaite. Its coverage at 3, 5 and 10 seeds is simulated in
+  tests/test_verdict_simulations.py (0.95 when the per-seed differences are close to normal, which averaging over
+  the test examples makes them).
+- p: the two-sided t-test of Δ = 0 on the same df (scipy's ttest_rel / ttest_ind(equal_var=False)).
+- p_tost: two one-sided t-tests of |Δ| >= r (the region of practical equivalence, `Metric.equivalence`) on the same
+  se and df: p_tost = max(P(T >= (Δ + r)/se), P(T <= (Δ - r)/se)). Equivalence at level alpha is p_tost < alpha,
+  which is the (1 - 2 alpha) t-interval lying inside +-r.
+- P(a better than b): paired, the share of seeds where a beats b (ties 1/2) with the Clopper-Pearson interval of that
+  share (ties counted as losses for the lower bound and wins for the upper); unpaired, U / (n_a n_b) (rliable's
+  definition), without an interval.
+- the word: `equivalent` when TOST rejects at the family's level (not Holm-adjusted: each equivalence claim is its
+  own test at that level; it wins over a difference shown inside the region, which is practically none), else
+  `better` / `worse` when the difference test rejects at the family's Holm-adjusted level, else `inconclusive`;
+  under a make-settle design a pair stopped with |Δ| inside the region but not shown equivalent is `stopped` (a
+  futility stop, pipelines.analysis.sequential). For an inconclusive pair,
+  `seeds_needed`: the seeds per encoding a t-test at the family's first Holm level (alpha / m) needs for 80% power
+  against a difference of the region's edge r (the smallest difference the suite calls practical, fixed in advance:
+  not the observed Δ), from the pair's seed-level SD (itself an estimate from few seeds: a planning figure).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import special
 from scipy import stats as sps
 
-BOOTSTRAP_REPLICATES = 10_000
-BOOTSTRAP_SEED = 20_261_201
-LEVEL = 0.95  # the interval every table shows
+BOOTSTRAP_SEED = 20_261_201  # the fixed random numbers of the study's seed resampling (pipelines.analysis.study)
+LEVEL = 0.95  # the interval every table shows beside Δ
 POWER = 0.8  # the power `seeds_needed` plans for
 MAX_SEEDS_NEEDED = 1000  # beyond this, seeds_needed reports "more than" this
-_CHUNK_VALUES = 4_000_000  # example indices drawn per chunk (replicates x examples): bounds the memory
 
-VERDICTS = ("better", "worse", "equivalent", "inconclusive")
-
-
-# ------------------------------------------------------------------------------------------- bootstrap draws
-
-
-def example_draws(n_examples: int, replicates: int = BOOTSTRAP_REPLICATES) -> Iterator[np.ndarray]:
-    """The bootstrap's example indices, in chunks of rows (replicate r resamples examples row r): drawn from
-    default_rng([BOOTSTRAP_SEED, 0]) as int64 arrays of shape (rows, n_examples), chunk after chunk."""
-    rng = np.random.default_rng([BOOTSTRAP_SEED, 0])
-    rows = max(1, _CHUNK_VALUES // max(n_examples, 1))
-    for first in range(0, replicates, rows):
-        yield rng.integers(n_examples, size=(min(rows, replicates - first), n_examples))
-
-
-def example_resampled_means(values: np.ndarray, replicates: int = BOOTSTRAP_REPLICATES) -> np.ndarray:
-    """(replicates, E, S): each (encoding, seed)'s mean over replicate r's resampled examples, for a (E, S, N)
-    array; a missing (encoding, seed) (nan throughout) stays nan."""
-    n_enc, n_seeds, n_examples = values.shape
-    flat = values.reshape(n_enc * n_seeds, n_examples).T  # (N, E*S)
-    out = np.empty((replicates, n_enc * n_seeds))
-    row = 0
-    for draws in example_draws(n_examples, replicates):
-        rows = draws.shape[0]
-        offsets = (draws + n_examples * np.arange(rows)[:, None]).ravel()
-        counts = np.bincount(offsets, minlength=rows * n_examples).reshape(rows, n_examples)
-        out[row : row + rows] = counts @ flat / n_examples
-        row += rows
-    return out.reshape(replicates, n_enc, n_seeds)
-
-
-def pair_rng(a: str, b: str) -> np.random.Generator:
-    """The seed draws of the pair (a, b): a generator keyed by the two names, in that order."""
-    return np.random.default_rng([BOOTSTRAP_SEED, 1, zlib.crc32(f"{a}\0{b}".encode())])
+VERDICTS = ("better", "worse", "equivalent", "stopped", "inconclusive")
+DECIDED = ("better", "worse")  # a difference shown: the pair leaves the family at later looks
+STOPPED_WORDS = "stopped: small |Δ|, not shown equivalent"  # how reports spell a futility stop
 
 
 # ------------------------------------------------------------------------------------------ the statistics
 
 
-def seed_level_test(a: np.ndarray, b: np.ndarray, paired: bool) -> tuple[float, float, float]:
-    """(t, df, two-sided p) of the seed-level test on per-seed means: paired t on a - b (scipy's ttest_rel), or
-    Welch's t (ttest_ind, equal_var=False). Zero spread: equal means give t = 0, p = 1; unequal, t = +-inf, p = 0.
-    Fewer than 2 seeds a side (paired: 2 pairs): nan."""
+@dataclass(frozen=True)
+class SeedContrast:
+    """Δ of a against b over seeds with its standard error and degrees of freedom (see the module docstring)."""
+
+    delta: float
+    se: float
+    df: float
+    sd: float  # paired: SD of the per-seed differences; unpaired: pooled SD of the per-seed scores
+
+    def t_and_p(self) -> tuple[float, float]:
+        """(t, two-sided p) of Δ = 0. Zero se: equal means give t = 0, p = 1; unequal, t = +-inf, p = 0. No df: nan."""
+        if not math.isfinite(self.df):
+            return math.nan, math.nan
+        if self.se == 0.0:
+            return (0.0, 1.0) if self.delta == 0.0 else (math.copysign(math.inf, self.delta), 0.0)
+        t = self.delta / self.se
+        return t, float(2 * special.stdtr(self.df, -abs(t)))
+
+    def interval(self, level: float) -> tuple[float, float]:
+        """The two-sided t-interval at `level`: Δ +- t((1 + level) / 2, df) se; nan without df."""
+        if not math.isfinite(self.df):
+            return math.nan, math.nan
+        half = float(special.stdtrit(self.df, (1 + level) / 2)) * self.se
+        return self.delta - half, self.delta + half
+
+    def tost_p(self, region: float) -> float:
+        """TOST's p for |Δ| < region: the larger of the two one-sided p; nan without df."""
+        if not math.isfinite(self.df):
+            return math.nan
+        if self.se == 0.0:
+            return 0.0 if abs(self.delta) < region else 1.0
+        lower = float(special.stdtr(self.df, -(self.delta + region) / self.se))  # H0: Δ <= -region
+        upper = float(special.stdtr(self.df, (self.delta - region) / self.se))  # H0: Δ >= +region
+        return max(lower, upper)
+
+
+def seed_contrast(a: np.ndarray, b: np.ndarray, paired: bool) -> SeedContrast:
+    """Δ of the seed scores `a` against `b`: paired (a[i] and b[i] share a seed) or Welch. Fewer than 2 seeds a side
+    (paired: 2 pairs): df and se are nan."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     if paired:
         d = a - b
         if d.size < 2:
-            return math.nan, math.nan, math.nan
-        mean, sd, df = float(d.mean()), float(d.std(ddof=1)), d.size - 1
-        se = sd / math.sqrt(d.size)
-    else:
-        if a.size < 2 or b.size < 2:
-            return math.nan, math.nan, math.nan
-        va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
-        mean, se = float(a.mean() - b.mean()), math.sqrt(va + vb)
-        df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1)) if se > 0 else float(a.size + b.size - 2)
-    if se == 0.0:
-        return (0.0, float(df), 1.0) if mean == 0.0 else (math.copysign(math.inf, mean), float(df), 0.0)
-    t = mean / se
-    return t, float(df), float(2 * sps.t.sf(abs(t), df))
+            return SeedContrast(float(d.mean()) if d.size else math.nan, math.nan, math.nan, math.nan)
+        sd = float(d.std(ddof=1))
+        return SeedContrast(float(d.mean()), sd / math.sqrt(d.size), float(d.size - 1), sd)
+    delta = float(a.mean() - b.mean())
+    if a.size < 2 or b.size < 2:
+        return SeedContrast(delta, math.nan, math.nan, math.nan)
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1)) if se > 0 else float(a.size + b.size - 2)
+    return SeedContrast(delta, se, float(df), _pooled_sd(a, b))
+
+
+def seed_level_test(a: np.ndarray, b: np.ndarray, paired: bool) -> tuple[float, float, float]:
+    """(t, df, two-sided p) of the seed-level test on per-seed scores: paired t on a - b (scipy's ttest_rel), or
+    Welch's t (ttest_ind, equal_var=False). Zero spread: equal means give t = 0, p = 1; unequal, t = +-inf, p = 0.
+    Fewer than 2 seeds a side (paired: 2 pairs): nan."""
+    contrast = seed_contrast(a, b, paired)
+    t, p = contrast.t_and_p()
+    return t, contrast.df, p
 
 
 def probability_of_improvement(a: np.ndarray, b: np.ndarray, higher_is_better: bool) -> float:
-    """P(a better than b) for a seed of each drawn at random: U / (n_a n_b), ties counting 1/2 (rliable)."""
+    """P(a better than b) for a seed of each drawn at random: U / (n_a n_b), ties counting 1/2 (rliable); for
+    encodings whose seeds do not pair."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     diff = (a[:, None] - b[None, :]) * (1 if higher_is_better else -1)
     return float(((diff > 0) + 0.5 * (diff == 0)).mean())
 
 
-def _resampled_poi(ma: np.ndarray, mb: np.ndarray, higher_is_better: bool) -> np.ndarray:
-    """P(a better than b) of every replicate, from (R, n_a) and (R, n_b) resampled seed means."""
-    diff = (ma[:, :, None] - mb[:, None, :]) * (1 if higher_is_better else -1)
-    return ((diff > 0) + 0.5 * (diff == 0)).mean(axis=(1, 2))
+def paired_improvement(a: np.ndarray, b: np.ndarray, higher_is_better: bool, level: float = LEVEL):
+    """(share, lo, hi): the share of paired seeds where a beats b (ties 1/2), with the Clopper-Pearson interval at
+    `level` (ties count as losses for the lower bound, as wins for the upper)."""
+    diff = (np.asarray(a, float) - np.asarray(b, float)) * (1 if higher_is_better else -1)
+    n, wins, ties = diff.size, int((diff > 0).sum()), int((diff == 0).sum())
+    tail = (1 - level) / 2
+    lo = 0.0 if wins == 0 else float(special.betaincinv(wins, n - wins + 1, tail))
+    hi = 1.0 if wins + ties == n else float(special.betaincinv(wins + ties + 1, n - wins - ties, 1 - tail))
+    return (wins + 0.5 * ties) / n, lo, hi
 
 
 def t_test_power(df: np.ndarray, nc: np.ndarray, crit: np.ndarray) -> np.ndarray:
@@ -178,35 +198,55 @@ class PairVerdict:
     seeds_a: tuple[int, ...]
     seeds_b: tuple[int, ...]
     paired: bool
-    delta: float
-    ci_lo: float  # the LEVEL crossed bootstrap interval
+    contrast: SeedContrast
+    ci_lo: float  # the LEVEL t-interval
     ci_hi: float
     t: float
-    df: float
-    p: float  # the seed-level test's raw two-sided p
-    seed_sd: float  # paired: SD of the per-seed differences; unpaired: pooled SD of the per-seed means
-    poi: float  # P(a better than b) over seeds
-    poi_lo: float
+    p: float  # the difference test's raw two-sided p
+    p_tost: float  # TOST's p for |Δ| < region
+    poi: float  # P(a better than b) over seeds (paired: the share of seeds)
+    poi_lo: float  # its Clopper-Pearson interval (paired); nan unpaired
     poi_hi: float
     region: float  # half width of the region of practical equivalence
     higher_is_better: bool
-    replicates: np.ndarray  # the bootstrap's Δ replicates (for intervals at other levels)
-    # set by the family (pipelines.analysis.sequential.decide_family)
+    # set by the family (pipelines.analysis.sequential.decide)
     p_holm: float = math.nan
     alpha: float = math.nan  # the level this verdict was decided at
     verdict: str = "inconclusive"
     seeds_needed: int | None = None
     look: int | None = None  # the look of the design that decided it (1-based), None for a fixed-sample verdict
+    # outside a published design's own family (pipelines.analysis.sequential.seed_verdicts): "" (in it, or no
+    # design), "joined" (an encoding that joined the study: its own family over the design's looks), or why the
+    # pair is a fixed-sample comparison ("below the design's first look: 2 of 3 seeds")
+    scope: str = ""
+
+    @property
+    def delta(self) -> float:
+        return self.contrast.delta
+
+    @property
+    def df(self) -> float:
+        return self.contrast.df
+
+    @property
+    def seed_sd(self) -> float:
+        return self.contrast.sd
 
     @property
     def a_better(self) -> bool:
         return self.delta > 0 if self.higher_is_better else self.delta < 0
 
     def interval(self, level: float) -> tuple[float, float]:
-        """The crossed bootstrap percentile interval at `level`."""
-        tail = 100 * (1 - level) / 2
-        lo, hi = np.percentile(self.replicates, [tail, 100 - tail])
-        return float(lo), float(hi)
+        """The t-interval of Δ at `level`."""
+        return self.contrast.interval(level)
+
+    def decision_interval(self) -> tuple[float, float, float]:
+        """(level, lo, hi): the interval the verdict rests on: the (1 - 2 alpha) interval TOST used for an
+        `equivalent` or `stopped` pair, else the LEVEL interval."""
+        if self.verdict in ("equivalent", "stopped") and math.isfinite(self.alpha):
+            level = 1 - 2 * self.alpha
+            return (level, *self.interval(level))
+        return LEVEL, self.ci_lo, self.ci_hi
 
 
 def compare_pair(
@@ -216,66 +256,45 @@ def compare_pair(
     values_b: np.ndarray,
     seeds_a: list[int],
     seeds_b: list[int],
-    resampled_a: np.ndarray,
-    resampled_b: np.ndarray,
     *,
     region: float,
     higher_is_better: bool,
 ) -> PairVerdict:
     """The statistics of a against b (undecided: the family sets p_holm and the verdict).
 
-    values_*: (seeds, N) per-example scores; resampled_*: (R, seeds) example-resampled seed means (same seeds, same
-    order); the seeds pair when both encodings have the same seeds (seed k shares its data order across encodings),
-    and the pair then uses only the seeds both have."""
+    values_*: (seeds, N) per-example scores of each encoding's seeds (in the order of seeds_*); the seeds pair when
+    both encodings finished at least 2 of the same seeds, and the pair then uses only those."""
     common = [s for s in seeds_a if s in seeds_b]
     paired = len(common) >= 2
     if paired:
-        ia, ib = [seeds_a.index(s) for s in common], [seeds_b.index(s) for s in common]
-        values_a, values_b = values_a[ia], values_b[ib]
-        resampled_a, resampled_b = resampled_a[:, ia], resampled_b[:, ib]
+        values_a = values_a[[seeds_a.index(s) for s in common]]
+        values_b = values_b[[seeds_b.index(s) for s in common]]
         seeds_a = seeds_b = common
     means_a, means_b = values_a.mean(axis=1), values_b.mean(axis=1)
-    rng = pair_rng(a, b)
-    replicates = resampled_a.shape[0]
-    rows = np.arange(replicates)[:, None]
+    contrast = seed_contrast(means_a, means_b, paired)
+    t, p = contrast.t_and_p()
+    ci_lo, ci_hi = contrast.interval(LEVEL)
     if paired:
-        pick = rng.integers(len(common), size=(replicates, len(common)))
-        deltas = (resampled_a[rows, pick] - resampled_b[rows, pick]).mean(axis=1)
-        delta = float((means_a - means_b).mean())
-        seed_sd = float((means_a - means_b).std(ddof=1))
+        poi, poi_lo, poi_hi = paired_improvement(means_a, means_b, higher_is_better)
     else:
-        pick_a = rng.integers(len(seeds_a), size=(replicates, len(seeds_a)))
-        pick_b = rng.integers(len(seeds_b), size=(replicates, len(seeds_b)))
-        deltas = resampled_a[rows, pick_a].mean(axis=1) - resampled_b[rows, pick_b].mean(axis=1)
-        delta = float(means_a.mean() - means_b.mean())
-        seed_sd = _pooled_sd(means_a, means_b)
-    # P(improvement) compares two samples of seeds: their resampling is independent even where the seeds pair
-    poi_a = resampled_a[rows, rng.integers(len(seeds_a), size=(replicates, len(seeds_a)))]
-    poi_b = resampled_b[rows, rng.integers(len(seeds_b), size=(replicates, len(seeds_b)))]
-    poi_replicates = _resampled_poi(poi_a, poi_b, higher_is_better)
-    t, df, p = seed_level_test(means_a, means_b, paired)
-    tail = 100 * (1 - LEVEL) / 2
-    ci_lo, ci_hi = np.percentile(deltas, [tail, 100 - tail])
-    poi_lo, poi_hi = np.percentile(poi_replicates, [tail, 100 - tail])
+        poi, poi_lo, poi_hi = probability_of_improvement(means_a, means_b, higher_is_better), math.nan, math.nan
     return PairVerdict(
         a=a,
         b=b,
         seeds_a=tuple(seeds_a),
         seeds_b=tuple(seeds_b),
         paired=paired,
-        delta=delta,
-        ci_lo=float(ci_lo),
-        ci_hi=float(ci_hi),
+        contrast=contrast,
+        ci_lo=ci_lo,
+        ci_hi=ci_hi,
         t=t,
-        df=df,
         p=p,
-        seed_sd=seed_sd,
-        poi=probability_of_improvement(means_a, means_b, higher_is_better),
-        poi_lo=float(poi_lo),
-        poi_hi=float(poi_hi),
+        p_tost=contrast.tost_p(region),
+        poi=poi,
+        poi_lo=poi_lo,
+        poi_hi=poi_hi,
         region=region,
         higher_is_better=higher_is_better,
-        replicates=deltas,
     )
 
 
@@ -286,13 +305,13 @@ def _pooled_sd(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def verdict_word(pair: PairVerdict, p_holm: float, alpha: float) -> str:
-    """better / worse when the seed-level test rejects at `alpha` after Holm; equivalent when the (1 - alpha)
-    interval lies inside +-region; else inconclusive."""
+    """equivalent when TOST rejects |Δ| >= region at `alpha` (whether or not the difference test also rejects: a
+    difference shown to be inside the region is practically none); else better / worse when the difference test
+    rejects at `alpha` after Holm; else inconclusive."""
+    if math.isfinite(pair.p_tost) and pair.p_tost < alpha:
+        return "equivalent"
     if math.isfinite(p_holm) and p_holm < alpha and pair.delta != 0:
         return "better" if pair.a_better else "worse"
-    lo, hi = pair.interval(1 - alpha)
-    if -pair.region <= lo and hi <= pair.region:
-        return "equivalent"
     return "inconclusive"
 
 

@@ -131,8 +131,6 @@ def left_out_note(result: DomainResult) -> str | None:
 def evidence_line(result: DomainResult) -> str:
     """What a domain's numbers rest on, in one line: the preset, N, the seeds, the reference, the interval, tests."""
     reference = f"reference `{result.ref}`" if result.ref else "no reference"
-    if result.verdicts and result.verdicts.ref_note:
-        reference += f" ({result.verdicts.ref_note})"
     test = (
         f"seed-level tests against `{result.ref}`, Holm-corrected over {len(result.entries) - 1} baselines (the "
         "verdict)"
@@ -174,12 +172,13 @@ def paired_tests_note(result: DomainResult) -> str:
     if not tests:
         return ""
     if result.tasks is None:
-        what = f"d_i = NLL_i(b) - NLL_i({ref}) of the seed-averaged examples"
+        what = f"d_i = NLL_i(b) - NLL_i({ref}) of the examples averaged over the seeds both finished"
     else:
         what = (
             f"d_i = acc_i(b) - acc_i({ref}) over the {tests[0].n} test instances of the "
             f"{len(result.tasks.chance)} tasks, each instance's chance-normalised token accuracy averaged over the "
-            "seeds (the paper's test applied to the task instances; the paper reports none on its synthetic tasks)"
+            "seeds both finished (the paper's test applied to the task instances; the paper reports none on its "
+            "synthetic tasks)"
         )
     return (
         f"Last column, {PAPER_COLUMN}: paired two-sided t-tests against `{ref}` on {what}, Holm-corrected over the "
@@ -231,19 +230,20 @@ def _fmt_rank(value: float) -> str:
     return "n/a" if math.isnan(value) else f"{value:g}"
 
 
-def _per_example_markdown_row(row: dict, entry, best: float, ref: str | None, digits: int) -> list[str]:
+def _per_example_markdown_row(row: dict, entry, result: DomainResult) -> list[str]:
     seeds = str(row["seeds"]) if row["seeds"] == row["seeds_expected"] else f"{row['seeds']}/{row['seeds_expected']}"
+    digits, ref = result.metric.digits, result.ref
     if ref is None:
-        verdict, paper = ["", "", "", "", ""], ""
+        verdict, paper = [""] * 6, ""
     elif row["encoding"] == ref:
         verdict, paper = verdict_cells(None, digits), ""
     else:
-        verdict = verdict_cells(entry.verdict, digits)
+        verdict = verdict_cells(entry.verdict, digits, result.verdicts.family)
         paper = paper_cell(entry.test, digits)
     return [
         _fmt_rank(row["rank"]),
         f"`{row['encoding']}`",
-        bold_if(f"{row['nll']:.4f}", row["nll"] == best),
+        bold_if(f"{row['nll']:.4f}", row["encoding"] == result.best()),
         f"[{row['within_lo']:.4f}, {row['within_hi']:.4f}]",
         seeds,
         str(row["examples"]),
@@ -268,22 +268,22 @@ def _examples_friedman_lines(result: DomainResult) -> list[str]:
 
 
 def _per_example_markdown(result: DomainResult, rows: list[dict]) -> str:
-    ref = result.ref
-    best = min(row["nll"] for row in rows)
-    header = ["rank", "encoding", "test NLL", f"{result.interval} CI", "seeds", "examples"]
+    header = ["rank", "encoding", "test NLL (own seeds)", f"{result.interval} CI", "seeds", "examples"]
     header += ["per-seed mean (min..max)", *verdict_header(result), f"{PAPER_COLUMN}: Δ, p"]
     note = left_out_note(result)
-    digits = result.metric.digits
     lines = [
         f"# {result.domain}: test NLL by encoding",
         "",
         *([note, ""] if note else []),
-        "Test NLL in nats: each test example's mean NLL is averaged over the seeds, then over the examples. The "
+        "Test NLL in nats over the encoding's own finished seeds (each test example's mean NLL averaged over them, "
+        "then over the examples; a descriptive figure: encodings with other seeds are not compared by it). The "
         f"interval is the {result.interval} interval of SPEC 3 ({INTERVAL_METHOD}: each example's NLL minus "
         "its mean over the compared encodings, plus the grand mean), the one paper 000's Figure 3 draws; the "
-        "ordinary t-interval between examples is in summary.csv (between_lo, between_hi). Rank 1 = lowest NLL; best "
-        "NLL in bold. YaRN entries equal their rope run at the training length: they appear only on the splits "
-        f"longer than the training context (`{EXTRAPOLATION_FIGURE}` when the domain has any).",
+        "ordinary t-interval between examples is in summary.csv (between_lo, between_hi). Rank and bold follow the "
+        f"matched rule: each encoding's Δ to `{result.ref}` on the seeds both finished (rank 1 = the lowest Δ; "
+        "the reference's is 0), never means over different seeds. YaRN entries equal their rope run at the training "
+        f"length: they appear only on the splits longer than the training context (`{EXTRAPOLATION_FIGURE}` when "
+        "the domain has any).",
         "",
         verdict_note(result),
         "",
@@ -296,7 +296,7 @@ def _per_example_markdown(result: DomainResult, rows: list[dict]) -> str:
         *markdown_table(
             header,
             [
-                _per_example_markdown_row(row, entry, best, ref, digits)
+                _per_example_markdown_row(row, entry, result)
                 for row, entry in zip(rows, result.entries.values(), strict=True)
             ],
         ),

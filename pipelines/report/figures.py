@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from pipelines.analysis.curves import Curve, PositionNLL
 from pipelines.analysis.results import DomainResult, TaskTable
 from pipelines.report.files import save_figure
+from pipelines.report.verdicts import marks
 
 MAX_CURVE_BINS = 128
 
@@ -53,8 +54,8 @@ def plot_positions(ax, curves: dict[str, PositionNLL], colours: dict) -> None:
 
 def plot_nll(result: DomainResult, path: Path) -> None:
     """Mean test NLL per encoding (best first) with its 95% within-example interval; beside it, when the domain has
-    a reference, each encoding's Δ to it with the crossed bootstrap interval and the region of practical
-    equivalence shaded, the verdict written by each interval."""
+    a reference, each encoding's Δ to it with its interval and the region of practical equivalence shaded, the
+    verdict written by each interval (plot_deltas)."""
     entries = list(result.entries.values())
     pairs = [entry for entry in entries if entry.verdict is not None]
     width = max(4.0, 0.9 * len(entries) + 1.5)
@@ -74,30 +75,31 @@ def plot_nll(result: DomainResult, path: Path) -> None:
 
 
 def plot_deltas(ax, result: DomainResult, entries: list) -> None:
-    """Δ to the reference per encoding (top: the best), 95% crossed bootstrap intervals, the region shaded."""
+    """Δ to the reference per encoding (top: the best by the matched rule), with the interval each verdict rests on
+    (the 95% t-interval; the (1 - 2 alpha) one for an equivalent or stopped pair), the region shaded. Each interval
+    is drawn as a line from its lower to its upper end, so any interval draws, one that excludes its own estimate
+    included."""
     region = result.metric.equivalence
     y = np.arange(len(entries))[::-1]
-    deltas = np.array([entry.verdict.delta for entry in entries])
-    errors = np.array([[e.verdict.delta - e.verdict.ci_lo, e.verdict.ci_hi - e.verdict.delta] for e in entries]).T
     ax.axvspan(-region, region, color="tab:green", alpha=0.15, label=f"equivalence ±{region:g}")
     ax.axvline(0, color="grey", linewidth=0.8)
-    ax.errorbar(deltas, y, xerr=errors, fmt="o", color="tab:blue", capsize=3, markersize=4)
     for yi, entry in zip(y, entries, strict=True):
-        ax.annotate(
-            entry.verdict.verdict,
-            (entry.verdict.ci_hi, yi),
-            xytext=(4, 0),
-            textcoords="offset points",
-            va="center",
-            fontsize=7,
-        )
+        pair = entry.verdict
+        _, lo, hi = pair.decision_interval()
+        if np.isfinite(lo) and np.isfinite(hi):
+            ax.hlines(yi, lo, hi, color="tab:blue", linewidth=1.2)
+            ax.vlines([lo, hi], yi - 0.15, yi + 0.15, color="tab:blue", linewidth=1.2)
+        ax.plot([pair.delta], [yi], "o", color="tab:blue", markersize=4)
+        right = max(v for v in (pair.delta, lo, hi) if np.isfinite(v))
+        label = pair.verdict + (f" {marks(pair)}" if marks(pair) else "")
+        ax.annotate(label, (right, yi), xytext=(4, 0), textcoords="offset points", va="center", fontsize=7)
     ax.set_yticks(y, [entry.encoding for entry in entries], fontsize=8)
     # symmetric log past a few region widths: a 1-nat gap and a 0.005-nat one stay readable on one axis
     ax.set_xscale("symlog", linthresh=4 * region, linscale=1.5)
     ax.set_xlabel(
         f"Δ {result.metric.short} vs {result.ref} ({result.metric.unit}; linear within ±{4 * region:g})", fontsize=8
     )
-    ax.set_title("seed-aware Δ, 95% interval over seeds and examples", fontsize=9)
+    ax.set_title("seed-aware Δ, 95% t-interval over seeds (test set fixed)", fontsize=9)
     ax.legend(fontsize=7, loc="upper right")
 
 

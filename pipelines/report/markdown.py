@@ -16,8 +16,12 @@ def fmt_mean_rank(mean: float, se: float) -> str:
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+    """A pipe table; a `|` inside a cell (`small |Δ|`) is escaped, so it never splits the cell."""
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
+
+    return [line(header), "|" + "---|" * len(header), *(line(row) for row in rows)]
 
 
 def missing_section(lines: list[str]) -> list[str]:

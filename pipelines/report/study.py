@@ -18,7 +18,7 @@ from pipelines.analysis.study import BlockTest, Study
 from pipelines.report.domain import render_domain_report, verdict_record
 from pipelines.report.files import jsonable, publish, write_csv
 from pipelines.report.study_figures import plot_cd, plot_figure3, plot_positions_study, plot_recency_study
-from pipelines.report.study_markdown import cd_figure, spread_flag, study_markdown
+from pipelines.report.study_markdown import cd_figure, study_markdown
 from pipelines.report.verdicts import marks
 
 FIGURE3 = "figure3.png"
@@ -58,12 +58,13 @@ STUDY_CSV_HEADER = [
     "p_better",
     "seed_p",
     "seed_p_holm",
-    "stars",
+    "p_tost",
+    "mark",
     "seeds_needed",
     "paper_mean_diff",
     "paper_p",
     "paper_p_holm",
-    "within_seed_spread",
+    "matched",
     "rank_lo",
     "rank_hi",
     "p_rank_1",
@@ -111,10 +112,15 @@ def render_study(study: Study, folder: Path) -> list[str]:
 
 
 def extrapolation_rows(study: Study) -> list[dict]:
-    """One row per (domain, group, split past the training context, encoding): mean NLL within and past L."""
+    """One row per (domain, group, split past the training context, encoding): mean NLL within and past L (seeds
+    pooled, descriptive), and the seed-paired Δ past L to the domain's reference with its test (past_verdicts)."""
     rows = []
     for result in study.results:
+        paired = {
+            (group, split, pair.a): pair for (group, split), pairs in result.past_verdicts.items() for pair in pairs
+        }
         for curve in result.extrapolation:
+            pair = paired.get((curve.group, curve.split, curve.encoding))
             rows.append(
                 {
                     "domain": result.domain,
@@ -127,6 +133,16 @@ def extrapolation_rows(study: Study) -> list[dict]:
                     "seeds": curve.seeds,
                     "nll_within": curve.mean_nll(past=False) if curve.status == "ok" else math.nan,
                     "nll_past": curve.mean_nll(past=True) if curve.status == "ok" else math.nan,
+                    "ref": result.ref or "",
+                    "past_delta": pair.delta if pair else math.nan,
+                    "past_delta_lo": pair.ci_lo if pair else math.nan,
+                    "past_delta_hi": pair.ci_hi if pair else math.nan,
+                    "past_seeds": (len(pair.seeds_a) if pair.paired else f"{len(pair.seeds_a)}/{len(pair.seeds_b)}")
+                    if pair
+                    else "",
+                    "past_p_holm": pair.p_holm if pair else math.nan,
+                    "past_p_tost": pair.p_tost if pair else math.nan,
+                    "past_verdict": pair.verdict if pair else "",
                     "note": curve.note,
                 }
             )
@@ -136,12 +152,16 @@ def extrapolation_rows(study: Study) -> list[dict]:
 # -------------------------------------------------------------------------------------- csv and json
 
 
-def _entry_record(result: DomainResult, entry: Entry, rank: float, ref: Entry | None, study_ref: str) -> dict:
+def seeds_used(result: DomainResult, entry: Entry) -> str:
+    """The encoding's own finished seeds, `k` or `k/expected` when the domain's runs hold more seeds."""
+    count, expected = len(entry.seed_scores), len(result.seeds.expected)
+    return str(count) if count == expected else f"{count}/{expected}"
+
+
+def _entry_record(result: DomainResult, entry: Entry, rank: float) -> dict:
+    """One encoding of one domain as the study's CSV/JSON record. `matched`: what ranks it (DomainResult.matched)."""
     test = entry.test
     record = verdict_record(entry.verdict)
-    within = ""
-    if ref is not None and entry.encoding != study_ref:
-        within = bool(spread_flag(entry, ref))
     return {
         "domain": result.domain,
         "encoding": entry.encoding,
@@ -155,18 +175,19 @@ def _entry_record(result: DomainResult, entry: Entry, rank: float, ref: Entry | 
         "se": math.nan,
         "n": entry.n,
         "rank": rank,
-        "seeds_used": result.seeds.label,
+        "seeds_used": seeds_used(result, entry),
         "seeds": {str(s): v for s, v in entry.seed_scores.items()},
         "seed_sd": entry.seed_sd,
         "ref": result.ref or "",
         **{key: record[key] for key in ("verdict", "delta", "delta_lo", "delta_hi", "p_better", "seeds_needed")},
         "seed_p": record["seed_p"],
         "seed_p_holm": record["seed_p_holm"],
-        "stars": marks(entry.verdict),
+        "p_tost": record["p_tost"],
+        "mark": marks(entry.verdict),
         "paper_mean_diff": test.mean_diff if test else math.nan,
         "paper_p": test.p if test else math.nan,
         "paper_p_holm": test.p_holm if test else math.nan,
-        "within_seed_spread": within,
+        "matched": result.matched.get(entry.encoding, math.nan),
         "rank_lo": "",
         "rank_hi": "",
         "p_rank_1": "",
@@ -178,9 +199,8 @@ def study_records(study: Study) -> list[dict]:
     records = []
     for result in study.results:
         rank = result.ranks()
-        ref = result.entries.get(study.ref)
         for encoding in [e for e in study.order if e in result.entries]:
-            records.append(_entry_record(result, result.entries[encoding], rank[encoding], ref, study.ref))
+            records.append(_entry_record(result, result.entries[encoding], rank[encoding]))
     for encoding in [e for e in study.order if e in study.mean_rank]:
         mean, se = study.mean_rank[encoding]
         lo, hi, p_best = study.rank_interval.get(encoding, (math.nan, math.nan, math.nan))
@@ -247,7 +267,8 @@ def _verdicts_json(result: DomainResult) -> dict:
             else {"fixed_sample": True, "alpha": family.design.alpha}
         ),
         "looks": [] if family is None else [look.to_json() for look in family.looks],
-        "next_runs": [] if family is None else [f"{name}/seed{seed}" for name, seed in family.next_runs],
+        "next_runs": [f"{name}/seed{seed}" for name, seed in verdicts.next_runs],
+        "joined_looks": [look.to_json() for look in verdicts.joined.looks] if verdicts.joined else [],
         "pairs": [
             {
                 "a": pair.a,
@@ -260,6 +281,7 @@ def _verdicts_json(result: DomainResult) -> dict:
                 "p_a_better": pair.poi,
                 "p": pair.p,
                 "p_holm": pair.p_holm,
+                "p_tost": pair.p_tost,
                 "verdict": pair.verdict,
             }
             for pair in verdicts.pairs
@@ -280,6 +302,7 @@ def _study_json(study: Study, records: list[dict], extrapolation: list[dict]) ->
                 "interval": result.interval,
                 "seeds": {"used": result.seeds.used, "expected": result.seeds.expected},
                 "reference": result.ref,
+                "reference_rule": result.verdicts.ref_note if result.verdicts else "",
                 "incomplete": result.incomplete,
                 "encodings": {r["encoding"]: r for r in records if r["domain"] == result.domain},
                 **_verdicts_json(result),

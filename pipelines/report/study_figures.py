@@ -56,8 +56,9 @@ def plot_figure3(study: Study, path: Path) -> None:
     ax.set_ylabel("mean rank (1 = best)")
     ax.set_title("mean rank ± SE across domains\n(encodings scored in every domain)", fontsize=10)
     fig.suptitle(
-        "test results with 95% within-example intervals (Cousineau-Morey; within-task for tasks); "
-        "* / † the domain's reference / the encoding better: the seed-level verdict (paired t over seeds, Holm)",
+        "test results over each encoding's own seeds with 95% within-example intervals (Cousineau-Morey; within-task "
+        "for tasks); * / † the domain's reference / the encoding better by the verdict (the seed-level test at the "
+        "level it was decided at), no mark otherwise",
         fontsize=9,
     )
     save_figure(fig, path)

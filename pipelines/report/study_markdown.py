@@ -10,11 +10,11 @@ from collections import defaultdict
 import numpy as np
 
 from pipelines.analysis.paper import PAPER_NLL, PAPER_PRESET
-from pipelines.analysis.results import DomainResult, Entry
+from pipelines.analysis.results import DomainResult
 from pipelines.analysis.study import Study
 from pipelines.report.domain import EXTRAPOLATION_FIGURE, INTERVAL_METHOD, left_out_note, paired_tests_note
 from pipelines.report.markdown import bold_if, fmt_mean_rank, markdown_table, missing_section
-from pipelines.report.verdicts import marks
+from pipelines.report.verdicts import MARKS_RULE, marks
 
 
 def cd_figure(name: str) -> str:
@@ -51,7 +51,7 @@ def study_markdown(study: Study, figures: list[str], extrapolation: list[dict]) 
 # ------------------------------------------------------------------------------------------ the table
 
 
-def _study_cell(result: DomainResult, encoding: str, best: float) -> str:
+def _study_cell(result: DomainResult, encoding: str) -> str:
     entry = result.entries.get(encoding)
     if entry is None:
         if encoding in result.incomplete:
@@ -61,8 +61,8 @@ def _study_cell(result: DomainResult, encoding: str, best: float) -> str:
     text = f"{entry.score:.{digits}f}"
     if not math.isnan(entry.ci_lo):
         text += f" ± {(entry.ci_hi - entry.ci_lo) / 2:.{digits}f}"
-    text = bold_if(text, entry.score == best)
-    mark = marks(entry.verdict)  # stars: the reference better, daggers: this encoding (the seed-level test)
+    text = bold_if(text, encoding == result.best())
+    mark = marks(entry.verdict)
     if mark:
         text += f" {mark}"
     if not result.seeds.uniform or result.seeds.left_out:
@@ -76,7 +76,7 @@ def _table_section(study: Study) -> list[str]:
     for result in study.results:
         arrow = "↑" if result.metric.higher_is_better else "↓"
         header.append(f"{result.domain} ({result.metric.short} {arrow})")
-    header += ["mean rank", "95% CI over seeds; P(rank 1)"]
+    header += ["mean rank", "range over resampled seeds; P(rank 1)"]
     if study.per_example_mean_rank is not None:
         header.append("mean rank (NLL domains)")
     best_rank = np.nanmin([mean for mean, _ in study.mean_rank.values()] + [math.inf])
@@ -84,11 +84,7 @@ def _table_section(study: Study) -> list[str]:
     rows = []
     for encoding in study.order:
         name = f"`{encoding}`" + (" (ref)" if encoding in refs else "")
-        cells = []
-        for result in study.results:
-            scores = result.scores()
-            best = (max if result.metric.higher_is_better else min)(scores.values()) if scores else math.nan
-            cells.append(_study_cell(result, encoding, best))
+        cells = [_study_cell(result, encoding) for result in study.results]
         if encoding in study.mean_rank:
             mean, se = study.mean_rank[encoding]
             cells.append(bold_if(fmt_mean_rank(mean, se), mean == best_rank))
@@ -106,18 +102,17 @@ def _table_section(study: Study) -> list[str]:
     if per_example:
         lines += [
             "",
-            f"{', '.join(per_example)}: mean test NLL in nats (each test example averaged over the seeds the "
-            "encoding finished, then over the examples) ± the half width of its 95% within-example interval "
+            f"{', '.join(per_example)}: mean test NLL in nats over the encoding's own seeds (each test example "
+            "averaged over the seeds the encoding finished, then over the examples; descriptive where seed sets "
+            "differ) ± the half width of its 95% within-example interval "
             f"({INTERVAL_METHOD}, SPEC 3; paper 000's Figure 3 draws the same; the between-example interval is in "
             "summary.csv).",
         ]
     lines += [
         "",
-        "Marks come from the seed-level verdict against each domain's reference (a paired t-test on the per-seed "
-        "mean differences, Holm over the baselines; each domain's summary.md has the verdict words, the crossed "
-        "bootstrap intervals and paper 000 C.2's per-example tests, which hold the trained networks fixed and are "
-        "never the verdict): `*` p < 0.05, `**` p < 0.01, `***` p < 0.001 when the reference is better; `†`, `††`, "
-        "`†††` when the encoding is.",
+        f"Marks against each domain's reference: {MARKS_RULE} (each domain's summary.md has the verdict words, the "
+        "intervals, TOST and paper 000 C.2's per-example tests, which hold the trained networks fixed and are never "
+        "the verdict).",
     ]
     for domain in with_tasks:
         lines += [
@@ -132,11 +127,15 @@ def _table_section(study: Study) -> list[str]:
         ]
     lines += [
         "",
-        "Best per domain in bold; `(k seeds)`: the encoding's own finished seeds, where the domain's encodings "
-        "differ. Mean rank: rank within each domain among the encodings scored in every domain (1 = best, ties "
-        "averaged), mean over the domains ± its standard error across domains, then its 95% interval and P(rank 1) "
-        "from resampling each encoding's seeds within each domain (10,000 replicates); an encoding missing from a "
-        "domain gets no mean rank "
+        "Ranks, bold and the mean rank follow the matched rule: within each domain the encodings are ranked by their "
+        "Δ to the domain's reference on the seeds both finished (the reference's is 0), never by means over "
+        "different seeds; bold: the first so ranked. `(k seeds)`: the encoding's own finished seeds, where the "
+        "domain's encodings differ. Mean rank: rank within each domain among the encodings scored in every domain "
+        "(1 = best, ties averaged), mean over the domains ± its standard error across domains; beside it the "
+        "2.5-97.5% range of the mean rank and P(rank 1) when the training seeds are resampled (the Bayesian "
+        "bootstrap over each domain's seeds, one weight per seed shared by every encoding so each stays paired with "
+        "the reference; 10,000 replicates): a descriptive spread, not an interval whose coverage the suite has "
+        "shown; an encoding missing from a domain gets no mean rank "
         "(its ranks within the domains where it was scored are listed below the table)"
         + (
             f"; `mean rank (NLL domains)` leaves the {', '.join(with_tasks)} domain out, as paper 000's Figure 3 does."
@@ -240,33 +239,22 @@ def _friedman_section(study: Study) -> list[str]:
 # --------------------------------------------------------------------------------------- seed spread
 
 
-def spread_flag(entry: Entry, ref: Entry) -> str:
-    """A warning when the gap to the reference is within the seed spread, or cannot be judged (one seed)."""
-    spread = max(entry.seed_sd, ref.seed_sd)
-    if math.isnan(spread):
-        return "⚠ one seed: spread unknown"
-    return "⚠ within seed spread" if abs(entry.score - ref.score) < spread else ""
-
-
 def _seed_section(study: Study) -> list[str]:
     lines = [
-        "## Per-seed spread",
+        "## Per-seed scores",
         "",
         "Each seed's own score (LM domains: its mean test NLL; synthetic: its mean chance-normalised accuracy over "
-        "the tasks), their standard deviation over seeds, and the gap of the seed-averaged score to the "
-        "reference (score minus the reference's: worse when positive for NLL, better for accuracy). ⚠ marks a "
-        "gap smaller than the larger seed standard deviation of the two encodings: a new draw of seeds could "
-        "reverse the order, which the paired test (it treats the seed-averaged examples as fixed) cannot see; "
-        "more seeds are needed to separate them.",
+        "the tasks), their standard deviation over seeds, and the matched Δ to the domain's reference (the mean "
+        "over the seeds both finished of the per-seed differences; the verdict's Δ), beside the verdict. A gap "
+        "between two encodings' seed means is no evidence by itself: the verdict tests it seed by seed.",
         "",
     ]
     for result in study.results:
-        ref = result.entries.get(study.ref)
         seeds = sorted({s for entry in result.entries.values() for s in entry.seed_scores})
         digits = result.metric.digits
         header = ["encoding", *[f"seed {s}" for s in seeds], "seed SD"]
-        if ref is not None:
-            header += [f"gap to {study.ref}", ""]
+        if result.ref is not None:
+            header += [f"matched Δ to {result.ref}", "verdict"]
         rows = []
         for encoding in [e for e in study.order if e in result.entries]:
             entry = result.entries[encoding]
@@ -275,11 +263,12 @@ def _seed_section(study: Study) -> list[str]:
                 *[f"{entry.seed_scores[s]:.{digits}f}" if s in entry.seed_scores else "" for s in seeds],
             ]
             row.append("" if math.isnan(entry.seed_sd) else f"{entry.seed_sd:.{digits}f}")
-            if ref is not None:
-                gap = "reference" if encoding == study.ref else f"{entry.score - ref.score:+.{digits}f}"
-                row += [gap, "" if encoding == study.ref else spread_flag(entry, ref)]
+            if result.ref is not None:
+                is_ref = encoding == result.ref
+                row.append("reference" if is_ref else f"{result.matched[encoding]:+.{digits}f}")
+                row.append("" if is_ref or entry.verdict is None else entry.verdict.verdict)
             rows.append(row)
-        note = [] if ref is not None else [f"`{study.ref}` has no score here: no gaps to judge.", ""]
+        note = [] if result.ref is not None else [f"{result.domain} has no reference: no Δ.", ""]
         lines += [f"### {result.domain}", "", *note, *markdown_table(header, rows), ""]
     return lines
 
@@ -291,37 +280,53 @@ def _extrapolation_section(study: Study, rows: list[dict]) -> list[str]:
     lines = ["## Extrapolation past the training length", ""]
     if not rows:
         return [*lines, "No split longer than the training context was evaluated.", ""]
-    encodings = list(dict.fromkeys(row["encoding"] for row in rows))
-    cells = defaultdict(dict)
+    splits = defaultdict(list)
     for row in rows:
-        cells[row["domain"], row["group"], row["split"], row["context"], row["length"]][row["encoding"]] = row
-    table = []
-    for (domain, group, split, context, length), by_encoding in cells.items():
-        values = [r["nll_past"] for r in by_encoding.values() if r["status"] == "ok"]
-        best = np.nanmin(values) if values and not np.all(np.isnan(values)) else math.nan
-        row = [domain if domain == group else f"{domain}/{group}", split, f"{context} → {length}"]
-        for encoding in encodings:
-            cell = by_encoding.get(encoding)
-            if cell is None:
-                row.append("—")
-            elif cell["status"] != "ok":
-                row.append(cell["status"])
-            else:
-                row.append(bold_if(f"{cell['nll_past']:.4f}", cell["nll_past"] == best))
-        table.append(row)
-    notes = sorted({(row["encoding"], row["note"]) for row in rows if row["status"] == "n/a"})
+        splits[row["domain"], row["group"], row["split"], row["context"], row["length"]].append(row)
     figures = ", ".join(f"`{r.domain}/{EXTRAPOLATION_FIGURE}`" for r in study.results if r.extrapolation)
-    return [
-        *lines,
-        "Mean NLL (nats, token-weighted, seeds pooled) over the positions at or past the training context L on "
-        "every split scored at a longer window; best per row in bold. `+yarn`: the rope run evaluated with YaRN "
-        f"at s = window / L (SPEC 1). Per-position curves: {figures}; all values in `extrapolation.csv`.",
+    lines += [
+        "Each split scored at a window longer than the training context L. The test: each encoding's NLL at "
+        "positions >= L seed by seed against the domain's reference on the seeds both evaluated, Δ (nats; negative: "
+        "lower NLL than the reference) with its 95% t-interval, the t-test Holm-corrected over the split's "
+        "encodings at 0.05 (TOST at ±0.005 for `equivalent`): a fixed-sample family apart from the verdict's. "
+        "`+yarn`: the rope run evaluated with YaRN at s = window / L (SPEC 1), paired with its own seed of the "
+        "reference. `pooled NLL past L`: the mean over the positions >= L, token-weighted, each encoding's seeds "
+        f"pooled whichever they are: descriptive, no ranking claim. Per-position curves: {figures}; all values in "
+        "`extrapolation.csv`.",
         "",
-        *markdown_table(["domain", "split", "L → window", *[f"`{e}`" for e in encodings]], table),
-        "",
-        *[f"- n/a for `{encoding}`: {note}" for encoding, note in notes],
-        *([""] if notes else []),
     ]
+    header = ["encoding", "seeds", "pooled NLL past L", "Δ past L vs reference [95% CI]", "p (Holm)", "verdict"]
+    for (domain, group, split, context, length), cells in splits.items():
+        where = domain if domain == group else f"{domain}/{group}"
+        ref = cells[0]["ref"]
+        table = []
+        for cell in cells:
+            if cell["status"] != "ok":
+                table.append([f"`{cell['encoding']}`", "", cell["status"], "", "", ""])
+                continue
+            pooled = f"{cell['nll_past']:.4f}"
+            if cell["encoding"] == ref:
+                table.append([f"`{cell['encoding']}`", str(cell["seeds"]), pooled, "reference", "", ""])
+                continue
+            if not cell["past_verdict"]:
+                table.append([f"`{cell['encoding']}`", str(cell["seeds"]), pooled, "", "", ""])
+                continue
+            lo, hi = cell["past_delta_lo"], cell["past_delta_hi"]
+            interval = "[n/a]" if math.isnan(lo) else f"[{lo:+.4f}, {hi:+.4f}]"
+            table.append(
+                [
+                    f"`{cell['encoding']}`",
+                    str(cell["past_seeds"]),
+                    pooled,
+                    f"{cell['past_delta']:+.4f} {interval}",
+                    "n/a" if math.isnan(cell["past_p_holm"]) else f"{cell['past_p_holm']:.3g}",
+                    cell["past_verdict"],
+                ]
+            )
+        title = f"### {where}, `{split}` (L {context} → window {length}; reference `{ref or 'none'}`)"
+        lines += [title, "", *markdown_table(header, table), ""]
+    notes = sorted({(row["encoding"], row["note"]) for row in rows if row["status"] == "n/a"})
+    return [*lines, *[f"- n/a for `{encoding}`: {note}" for encoding, note in notes], *([""] if notes else [])]
 
 
 def _recency_section(study: Study) -> list[str]:

@@ -6,19 +6,25 @@ from __future__ import annotations
 import math
 
 from pipelines.analysis.results import DomainResult
-from pipelines.analysis.stats import PairedResult, significance_stars
-from pipelines.analysis.verdict import BOOTSTRAP_REPLICATES, LEVEL, POWER, PairVerdict
-from pipelines.report.markdown import markdown_table
+from pipelines.analysis.sequential import FamilyResult
+from pipelines.analysis.stats import PairedResult
+from pipelines.analysis.verdict import LEVEL, POWER, STOPPED_WORDS, PairVerdict
+from pipelines.report.markdown import bold_if, markdown_table
 
 PAPER_COLUMN = "paper 000 C.2: p (Holm), per example, conditional on the trained models"
+# the one rule every table and figure marks by (its legend: MARKS_RULE)
+MARKS_RULE = (
+    "`*`: the reference better, `†`: the encoding better, by the verdict (the seed-level test at the level the "
+    "verdict was decided at: 0.05 Holm-adjusted, or the look's alpha under make settle); no mark otherwise, whatever "
+    "the p-value"
+)
 
 
 def marks(pair: PairVerdict | None) -> str:
-    """Stars when the reference is better, daggers when the encoding is, from the seed-level test only."""
+    """`*` when the verdict is `worse` (the reference better), `†` when `better`; nothing otherwise (MARKS_RULE)."""
     if pair is None or pair.verdict not in ("better", "worse"):
         return ""
-    stars = significance_stars(pair.p_holm) or "*"
-    return stars if pair.verdict == "worse" else "†" * len(stars)
+    return "*" if pair.verdict == "worse" else "†"
 
 
 def paper_cell(test: PairedResult | None, digits: int) -> str:
@@ -26,11 +32,34 @@ def paper_cell(test: PairedResult | None, digits: int) -> str:
     return f"{test.mean_diff:+.{digits}f}, p {test.p_holm:.3g}" if test else ""
 
 
+def interval_text(lo: float, hi: float, digits: int) -> str:
+    return "[n/a]" if math.isnan(lo) else f"[{lo:+.{digits}f}, {hi:+.{digits}f}]"
+
+
 def delta_cell(pair: PairVerdict, digits: int) -> str:
+    """Δ with the interval the verdict rests on: the 95% t-interval, or for an `equivalent` or `stopped` pair the
+    (1 - 2 alpha) interval TOST used, its level named."""
+    level, lo, hi = pair.decision_interval()
+    text = f"{pair.delta:+.{digits}f} {interval_text(lo, hi, digits)}"
+    if level != LEVEL:
+        text += f" ({100 * level:g}%)"
     mark = marks(pair)
-    return f"{pair.delta:+.{digits}f} [{pair.ci_lo:+.{digits}f}, {pair.ci_hi:+.{digits}f}]" + (
-        f" {mark}" if mark else ""
-    )
+    return text + (f" {mark}" if mark else "")
+
+
+def verdict_label(pair: PairVerdict, family: FamilyResult | None) -> str:
+    """The verdict as a table says it: the word, a futility stop spelled out, an open pair at a design's last look
+    `inconclusive at the cap`, and under a design the look that decided it."""
+    word = pair.verdict
+    designed = family is not None and family.design.sequential
+    if word == "stopped":
+        word = STOPPED_WORDS
+    elif word == "inconclusive" and designed and pair.look == len(family.design.looks):
+        word = "inconclusive at the cap"
+    text = f"**{word}**" + (f" (look {pair.look})" if designed and pair.look else "")
+    if pair.scope == "joined":
+        return text + ", joined: its own family over the design's looks, outside the study's"
+    return text + (f", fixed sample outside the study's design ({pair.scope})" if pair.scope else "")
 
 
 def seeds_needed_cell(pair: PairVerdict) -> str:
@@ -41,21 +70,47 @@ def seeds_needed_cell(pair: PairVerdict) -> str:
     return f"> {pair.seeds_needed - 1}" if pair.seeds_needed > 1000 else str(pair.seeds_needed)
 
 
-def verdict_cells(pair: PairVerdict | None, digits: int) -> list[str]:
-    """Δ [CI], P(better), seed-level p (Holm), verdict, seeds needed."""
+def p_text(p: float) -> str:
+    return "n/a" if math.isnan(p) else f"{p:.3g}"
+
+
+def poi_cell(pair: PairVerdict) -> str:
+    if math.isnan(pair.poi_lo):
+        return f"{pair.poi:.2f} (unpaired)"
+    return f"{pair.poi:.2f} [{pair.poi_lo:.2f}, {pair.poi_hi:.2f}]"
+
+
+def verdict_cells(pair: PairVerdict | None, digits: int, family: FamilyResult | None = None) -> list[str]:
+    """Δ [CI], P(better), difference p (Holm), TOST p, verdict, seeds needed."""
     if pair is None:
-        return ["reference", "", "", "", ""]
-    p = "n/a" if math.isnan(pair.p_holm) else f"{pair.p_holm:.3g}"
-    poi = f"{pair.poi:.2f} [{pair.poi_lo:.2f}, {pair.poi_hi:.2f}]"
-    return [delta_cell(pair, digits), poi, p, f"**{pair.verdict}**", seeds_needed_cell(pair)]
+        return ["reference", "", "", "", "", ""]
+    return [
+        delta_cell(pair, digits),
+        poi_cell(pair),
+        p_text(pair.p_holm),
+        p_text(pair.p_tost),
+        verdict_label(pair, family),
+        seeds_needed_cell(pair),
+    ]
 
 
-VERDICT_HEADER = ["Δ vs {ref} [95% CI over seeds and {blocks}s]", "P(better) over seeds", "p seed-level (Holm)"]
-VERDICT_HEADER += ["verdict", "seeds needed"]
+VERDICT_HEADER = [
+    "Δ vs {ref} [95% t-interval over seeds, test set fixed]",
+    "P(better): share of seeds [95% CI]",
+    "p difference (Holm)",
+    "p TOST (±{region:g})",
+    "verdict",
+    "seeds to detect ±{region:g}",
+]
 
 
 def verdict_header(result: DomainResult) -> list[str]:
-    return [VERDICT_HEADER[0].format(ref=result.ref, blocks=result.blocks), *VERDICT_HEADER[1:]]
+    region = result.metric.equivalence
+    return [VERDICT_HEADER[0].format(ref=result.ref), *[h.format(region=region) for h in VERDICT_HEADER[1:]]]
+
+
+def family_of(result: DomainResult) -> FamilyResult | None:
+    return result.verdicts.family if result.verdicts else None
 
 
 def verdict_note(result: DomainResult) -> str:
@@ -66,22 +121,29 @@ def verdict_note(result: DomainResult) -> str:
     family = verdicts.family
     design = family.design
     unit = f"{result.metric.unit}" if result.per_example else "chance-normalised accuracy"
+    region = result.metric.equivalence
     level = (
         f"Holm over the {len(family.verdicts)} baselines at alpha {design.alpha:g}"
         if not design.sequential
         else f"the group-sequential design of `make settle` (looks at {', '.join(map(str, design.looks))} seeds, "
-        f"alpha {design.alpha:g} spent {design.level:.4g} per look, Holm within each look; `Looks` below)"
+        f"alpha {design.alpha:g} spent {design.level:.4g} per look, Holm within each look over the pairs not yet "
+        "shown different; `Looks` below)"
     )
     return (
-        f"**Verdict (the headline)**: does the encoding beat `{result.ref}` for a new draw of training seeds? Δ = "
-        f"score - score(`{result.ref}`) ({'lower' if not result.metric.higher_is_better else 'higher'} is better), "
-        f"the mean over the seeds both finished of the per-seed differences; its {LEVEL:.0%} interval is a crossed "
-        f"bootstrap ({BOOTSTRAP_REPLICATES:,} replicates resampling the {result.blocks}s and the seed indices "
-        "together). p: a paired t-test on the per-seed mean differences (Welch when the seeds do not pair), "
-        f"{level}; `*`/`†`: `{result.ref}` / the encoding better, from this test only. P(better): the share of "
-        f"seed pairs where the encoding beats `{result.ref}` (U / (n_a n_b)). `equivalent`: the interval lies inside "
-        f"the region of practical equivalence ±{result.metric.equivalence:g} ({unit}); `seeds needed`: per encoding, "
-        f"for {POWER:.0%} power at the family's first Holm level, for the larger of |Δ| and the region's edge."
+        f"**Verdict (the headline)**: does the encoding beat `{result.ref}` for a new draw of training seeds, on this "
+        f"test set? Reference `{result.ref}`: {verdicts.ref_note}. Δ = score - score(`{result.ref}`) "
+        f"({'lower' if not result.metric.higher_is_better else 'higher'} is better), the mean of the per-seed "
+        "differences over the seeds both finished (paired by seed; Welch on the seed scores when fewer than 2 "
+        f"pair), with its {LEVEL:.0%} t-interval (n - 1 df), which holds the test {result.blocks}s fixed: its "
+        "coverage is 0.95-0.96 at 3, 5 and 10 seeds by simulation (tests/test_verdict_simulations.py), and it is not "
+        f"an interval for other test sets. p difference: the t-test of Δ = 0 on the same seeds, {level}. p TOST: two "
+        f"one-sided t-tests of |Δ| >= {region:g} ({unit}, the region of practical equivalence); `equivalent` when "
+        "it is below the level (at most that rate of false equivalence claims by simulation), and the interval "
+        "printed is then the (1 - 2 alpha) one the decision used. `stopped: small |Δ|, not shown equivalent`: a "
+        "futility stop of the design, not a finding. P(better): the share of paired seeds where the encoding "
+        f"beats `{result.ref}`, with its Clopper-Pearson interval. {MARKS_RULE}. Seeds to detect: per encoding, for "
+        f"{POWER:.0%} power at the family's first Holm level against a difference of ±{region:g} (fixed in "
+        "advance, not the observed Δ), from the pair's seed SD (itself an estimate from few seeds)."
     )
 
 
@@ -96,9 +158,10 @@ def pairs_section(result: DomainResult) -> list[str]:
             f"`{pair.a}`",
             f"`{pair.b}`",
             str(len(pair.seeds_a)) if pair.paired else f"{len(pair.seeds_a)} / {len(pair.seeds_b)}",
-            f"{pair.delta:+.{digits}f} [{pair.ci_lo:+.{digits}f}, {pair.ci_hi:+.{digits}f}]",
-            f"{pair.poi:.2f}",
-            "n/a" if math.isnan(pair.p_holm) else f"{pair.p_holm:.3g}",
+            delta_cell(pair, digits),
+            poi_cell(pair),
+            p_text(pair.p_holm),
+            p_text(pair.p_tost),
             pair.verdict,
         ]
         for pair in verdicts.pairs
@@ -107,10 +170,13 @@ def pairs_section(result: DomainResult) -> list[str]:
         "## Every pair (secondary family)",
         "",
         f"Each pair on the seeds both finished (paired by seed), Δ = score(a) - score(b) with its {LEVEL:.0%} "
-        "crossed bootstrap interval, the seed-level test Holm-corrected over all "
-        f"{len(rows)} pairs at alpha 0.05 (fixed sample: not part of any make-settle design); the verdict is a's.",
+        "t-interval (the test set fixed), the difference test Holm-corrected over all "
+        f"{len(rows)} pairs at alpha 0.05, TOST at 0.05 (fixed sample: not part of any make-settle design); the "
+        f"verdict is a's. {MARKS_RULE}.",
         "",
-        *markdown_table(["a", "b", "seeds", "Δ [95% CI]", "P(a better)", "p (Holm)", "verdict"], rows),
+        *markdown_table(
+            ["a", "b", "seeds", "Δ [95% CI]", "P(a better)", "p difference (Holm)", "p TOST", "verdict"], rows
+        ),
         "",
     ]
 
@@ -136,46 +202,76 @@ def variance_section(result: DomainResult) -> list[str]:
     ]
 
 
+def design_status(family: FamilyResult) -> str:
+    """Where a family of a design stands: open (the runs its next look needs), capped, or settled."""
+    pending = sorted({name for name, _ in family.next_runs})
+    still_open = [name for name, pair in family.verdicts.items() if pair.verdict == "inconclusive"]
+    if family.next_runs:
+        count = len(family.next_runs)
+        return f"open: the next look needs {count} runs ({', '.join(f'`{n}`' for n in pending)})"
+    if still_open:
+        count = len(still_open)
+        return f"the design's last look is reached; {count} pair{'s stay' if count > 1 else ' stays'} inconclusive"
+    return "settled: every pair is decided, equivalent or stopped"
+
+
 def looks_section(result: DomainResult) -> list[str]:
     verdicts = result.verdicts
     if verdicts is None or verdicts.family is None or not verdicts.family.design.sequential:
         return []
     family = verdicts.family
-    lines = ["## Looks (make settle)", ""]
+    last = len(family.design.looks)
+    lines = ["## Looks (make settle)", "", f"Reference `{family.ref}`: {verdicts.ref_note}.", ""]
     for look in family.looks:
-        decided = {w: [name for name, p in look.pairs.items() if p.verdict == w] for w in ("better", "worse")}
-        decided["equivalent"] = [name for name, p in look.pairs.items() if p.verdict == "equivalent"]
+        here = {name: pair for name, pair in look.pairs.items() if pair.look == look.number}
+        words = {"better": "better", "worse": "worse", "equivalent": "equivalent", "stopped": STOPPED_WORDS}
+        decided = {label: [n for n, p in here.items() if p.verdict == w] for w, label in words.items()}
         text = "; ".join(f"{w}: {', '.join(f'`{n}`' for n in names)}" for w, names in decided.items() if names)
-        # at the design's last look an open pair gets no more seeds: it stays inconclusive
-        open_pairs = "calls for more seeds" if look.number < len(family.design.looks) else "inconclusive at the cap"
+        if look.number < last:
+            open_text = f"calls for more seeds: {', '.join(f'`{n}`' for n in look.calls_for) or 'none'}"
+        else:
+            still = [n for n, p in here.items() if p.verdict == "inconclusive"]
+            open_text = f"inconclusive at the cap: {', '.join(f'`{n}`' for n in still) or 'none'}"
         lines.append(
-            f"- look {look.number} at {len(look.seeds)} seeds (alpha {look.alpha:.4g}): {text or 'nothing decided'}; "
-            f"{open_pairs}: {', '.join(f'`{n}`' for n in look.calls_for) or 'none'}."
+            f"- look {look.number} at {len(look.seeds)} seeds (alpha {look.alpha:.4g}, Holm over {len(look.pairs)} "
+            f"pairs): {text or 'nothing decided'}; {open_text}."
         )
-    pending = sorted({name for name, _ in family.next_runs})
-    if family.next_runs:
-        status = f"open: the next look needs {len(family.next_runs)} runs ({', '.join(f'`{n}`' for n in pending)})"
-    elif family.looks[-1].calls_for:
-        count = len(family.looks[-1].calls_for)
-        status = f"the design's last look is reached; {count} pair{'s stay' if count > 1 else ' stays'} inconclusive"
-    else:
-        status = "settled: every pair is decided or inside the region"
+    joined = verdicts.joined
+    if joined is not None:
+        lines += [
+            "",
+            "Encodings that joined the study after its design was fixed: their own family (alpha "
+            f"{family.design.alpha:g} spent over the same looks), which leaves the study's verdicts as they were.",
+        ]
+        for look in joined.looks:
+            words = ", ".join(f"`{n}` {p.verdict}" for n, p in look.pairs.items() if p.look == look.number)
+            lines.append(f"- joined, look {look.number} at {len(look.seeds)} seeds: {words or 'nothing decided'}.")
+        for name, pair in verdicts.provisional.items():
+            lines.append(f"- joined `{name}`: {pair.scope}; a fixed-sample comparison until it holds them.")
+    status = design_status(family)
+    if joined is not None:
+        status += f"; the joined encodings: {design_status(joined)}"
     return [*lines, "", f"Status: {status}.", ""]
 
 
 PAIRS_HEADER = ["a", "b", "seeds_a", "seeds_b", "paired", "delta", "delta_lo", "delta_hi", "p_a_better", "t", "df"]
-PAIRS_HEADER += ["p", "p_holm", "verdict"]
+PAIRS_HEADER += ["p", "p_holm", "p_tost", "verdict"]
 
 
-def verdict_record(pair) -> dict:
-    """The seed-aware verdict of one encoding against the reference, as CSV/JSON fields (empty for the reference)."""
+def verdict_record(pair: PairVerdict | None) -> dict:
+    """The seed-aware verdict of one encoding against the reference, as CSV/JSON fields (empty for the reference).
+    delta_lo/hi: the 95% t-interval; decision_lo/hi at decision_level: the interval the verdict rests on."""
     if pair is None:
         return dict.fromkeys(VERDICT_FIELDS, "")
+    level, lo, hi = pair.decision_interval()
     return {
         "verdict": pair.verdict,
         "delta": pair.delta,
         "delta_lo": pair.ci_lo,
         "delta_hi": pair.ci_hi,
+        "decision_level": level,
+        "decision_lo": lo,
+        "decision_hi": hi,
         "p_better": pair.poi,
         "p_better_lo": pair.poi_lo,
         "p_better_hi": pair.poi_hi,
@@ -183,6 +279,7 @@ def verdict_record(pair) -> dict:
         "seed_df": pair.df,
         "seed_p": pair.p,
         "seed_p_holm": pair.p_holm,
+        "p_tost": pair.p_tost,
         "verdict_alpha": pair.alpha,
         "verdict_look": pair.look if pair.look is not None else "",
         "pair_seeds": len(pair.seeds_a) if pair.paired else f"{len(pair.seeds_a)}/{len(pair.seeds_b)}",
@@ -197,6 +294,9 @@ VERDICT_FIELDS = (
     "delta",
     "delta_lo",
     "delta_hi",
+    "decision_level",
+    "decision_lo",
+    "decision_hi",
     "p_better",
     "p_better_lo",
     "p_better_hi",
@@ -204,6 +304,7 @@ VERDICT_FIELDS = (
     "seed_df",
     "seed_p",
     "seed_p_holm",
+    "p_tost",
     "verdict_alpha",
     "verdict_look",
     "pair_seeds",
@@ -229,6 +330,7 @@ def pair_rows(result: DomainResult) -> list[list]:
             pair.df,
             pair.p,
             pair.p_holm,
+            pair.p_tost,
             pair.verdict,
         ]
         for pair in result.verdicts.pairs
@@ -236,20 +338,23 @@ def pair_rows(result: DomainResult) -> list[list]:
 
 
 def task_verdict_section(result: DomainResult) -> list[str]:
-    """The domain's score per encoding with its seed-aware verdict against the reference."""
+    """The domain's score per encoding with its seed-aware verdict against the reference, ranked by the matched
+    rule (Δ to the reference on the seeds both finished)."""
     if not result.entries:
         return []
     digits = result.metric.digits
-    header = ["encoding", result.metric.short, f"{result.interval} CI", "seeds", *verdict_header(result)]
-    header.append(f"{PAPER_COLUMN}: Δ, p")
+    header = ["rank", "encoding", f"{result.metric.short} (own seeds)", f"{result.interval} CI", "seeds"]
+    header += [*verdict_header(result), f"{PAPER_COLUMN}: Δ, p"]
+    rank, best = result.ranks(), result.best()
     rows = []
-    for name, entry in sorted(result.entries.items(), key=lambda item: -item[1].score):
+    for name, entry in result.entries.items():
         pair = None if name == result.ref else entry.verdict
-        cells = verdict_cells(pair, digits) if result.ref else ["", "", "", "", ""]
+        cells = verdict_cells(pair, digits, family_of(result)) if result.ref else [""] * 6
         rows.append(
             [
+                f"{rank[name]:g}",
                 f"`{name}`",
-                f"{entry.score:.{digits}f}",
+                bold_if(f"{entry.score:.{digits}f}", name == best),
                 f"[{entry.ci_lo:.{digits}f}, {entry.ci_hi:.{digits}f}]",
                 str(len(entry.seed_scores)),
                 *cells,

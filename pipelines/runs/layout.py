@@ -21,7 +21,7 @@ and, once `python -m pipelines.inspect` has looked inside it:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -106,10 +106,12 @@ def run_folder(cfg: DictConfig) -> Path:
 
 @dataclass(frozen=True)
 class RunFolder:
-    """A run folder found on disk."""
+    """A run folder found on disk. `files` holds what pipelines.runs.metrics has read of it (path -> the parsed
+    content), so that an analysis, which reaches one run from many places, opens each of its files once."""
 
     key: RunKey
     path: Path
+    files: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
     def finished(self) -> bool:

@@ -100,22 +100,28 @@ def read_json_file(path: Path) -> dict:
 
 
 def read_run_json(run: RunFolder, path: Path) -> dict:
-    """A JSON object of the run's folder; RunFileError naming the run when it is missing, truncated or corrupt."""
-    try:
-        return read_json_file(path)
-    except RunFileError as error:
-        raise run_file_error(run, path, str(error).removeprefix(f"{path}: ")) from None
+    """A JSON object of the run's folder (read once per RunFolder, then from run.files: treat it as read-only);
+    RunFileError naming the run when it is missing, truncated or corrupt."""
+    if path not in run.files:
+        try:
+            run.files[path] = read_json_file(path)
+        except RunFileError as error:
+            raise run_file_error(run, path, str(error).removeprefix(f"{path}: ")) from None
+    return run.files[path]
 
 
 def read_run_csv(run: RunFolder, path: Path, columns: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """A numeric metrics table of the run with (at least) these columns, every value finite; RunFileError naming
-    the run otherwise."""
-    try:
-        table = read_csv(path)
-    except FileNotFoundError:
-        raise run_file_error(run, path, "missing") from None
-    except (ValueError, UnicodeDecodeError) as error:
-        raise run_file_error(run, path, f"truncated or corrupt ({str(error).removeprefix(f'{path}: ')})") from None
+    """A numeric metrics table of the run (read once per RunFolder, then from run.files: treat it as read-only) with
+    (at least) these columns, every value finite; RunFileError naming the run otherwise."""
+    if path not in run.files:
+        try:
+            run.files[path] = read_csv(path)
+        except FileNotFoundError:
+            raise run_file_error(run, path, "missing") from None
+        except (ValueError, UnicodeDecodeError) as error:
+            what = f"truncated or corrupt ({str(error).removeprefix(f'{path}: ')})"
+            raise run_file_error(run, path, what) from None
+    table = run.files[path]
     absent = [column for column in columns if column not in table]
     if absent:
         raise run_file_error(run, path, f"no column {', '.join(absent)} (header: {', '.join(table)})")
