@@ -7,9 +7,10 @@ compute cos and sin in fp32, the suite stores theta in fp32) and, in Llama 4, th
 (`apply_rotary_emb` rotates `xq.float()`). Tolerances follow: 1e-12 on the layers without rotation, 1e-6 on the
 rotary ones; the largest differences measured (outputs of magnitude about 1) are in each test's docstring.
 
-FoPE has no reference here: vLLM, whose `FourierRotaryEmbedding` is the shipped one, does not install beside the
-suite's CPU torch (it pins its own CUDA build), and the authors' OLMo fork is not packaged; tests/test_patterns.py
-checks FoPE against their formula in their layout instead (tests/reference_encodings.fope_in_neox_layout).
+FoPE has no reference module here: vLLM, whose `FourierRotaryEmbedding` is the shipped one, is not installed (it
+pins its own torch build, a CUDA wheel that would replace the suite's pinned CPU torch), and the authors' OLMo fork
+is not packaged; tests/test_patterns.py checks FoPE against their formula in their layout instead
+(tests/reference_encodings.fope_in_neox_layout).
 """
 
 from __future__ import annotations
