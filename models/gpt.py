@@ -1,7 +1,9 @@
 """The shared decoder: a nanoGPT-style causal transformer that trains every positional encoding.
 
 Read top to bottom: config -> attention -> MLP -> block -> model. The positional encoding is one object
-(`models.encodings`) consulted at its hook point; the model itself carries no positional signal of its own.
+(`models.encodings`) consulted at its hook point, layer by layer: each layer's hook call carries its index, and
+each layer attends within the window the encoding gives it (`attention_window`: every earlier key unless a layer
+pattern says otherwise). The model itself carries no positional signal of its own.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.encodings import PositionalEncoding, build_encoding
+from models.windows import AttentionWindow, visible_keys, windowed_attention
 
 
 @dataclass
@@ -74,6 +77,7 @@ class CausalSelfAttention(nn.Module):
         self.resid_dropout = nn.Dropout(cfg.dropout)
         # Held in a list so the encoding's parameters are registered once, on the model, not per layer.
         self._encoding = [encoding]
+        self.window = encoding.attention_window(layer)  # None: every earlier key (models.windows)
 
     def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q, k, v of the block's normalised input x (B, T, d_model), each (B, H, T, head_dim)."""
@@ -98,7 +102,7 @@ class CausalSelfAttention(nn.Module):
                     q, k, v, attn_mask=logits_term, dropout_p=dropout_p, scale=encoding.softmax_scale
                 )
             else:
-                y = fused_causal_attention(q, k, v, dropout_p, encoding.softmax_scale)
+                y = fused_causal_attention(q, k, v, dropout_p, encoding.softmax_scale, self.window)
         y = y.transpose(1, 2).reshape(B, T, -1)
         return self.resid_dropout(self.proj(y))
 
@@ -106,8 +110,9 @@ class CausalSelfAttention(nn.Module):
         """The softmax weights (B, H, T, T) this layer attends with (row i: query i over keys j), which the fused
         kernels never return, written out in forward's order: q, k (after `transform_qk`: rotated, or widened by
         PoPE and FoX) -> q.k^T times the encoding's softmax scale -> plus `logit_bias` (the causal mask included),
-        or the causal mask -> softmax. A "scores" encoding computes its own (`attention_weights` beside `attend`).
-        Without dropout: the weights of a model in eval mode. Memory: one (B, H, T, T) tensor."""
+        or the causal mask (within the layer's window) -> softmax. A "scores" encoding computes its own
+        (`attention_weights` beside `attend`). Without dropout: the weights of a model in eval mode. Memory: one
+        (B, H, T, T) tensor."""
         encoding = self._encoding[0]
         q, k, _ = self.heads(x)
         if encoding.mechanism == "scores":
@@ -118,22 +123,30 @@ class CausalSelfAttention(nn.Module):
         if encoding.mechanism == "bias":
             logits = logits + encoding.logit_bias(state, self.layer, x).to(q.dtype)
         else:
-            T = q.shape[-2]
-            logits = logits.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+            logits = logits.masked_fill(~visible_keys(self.window, q.shape[-2], q.device), float("-inf"))
         return torch.softmax(logits, dim=-1)
 
 
 def fused_causal_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float, scale: float
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    dropout_p: float,
+    scale: float,
+    window: AttentionWindow | None = None,
 ) -> torch.Tensor:
-    """`scaled_dot_product_attention(is_causal=True)`. When an encoding widens q and k (PoPE: 2 x head_dim), v is
+    """`scaled_dot_product_attention(is_causal=True)`, or within a layer's window (models.windows: the fused kernels
+    on blocks of the sequence, FlexAttention on CUDA). When an encoding widens q and k (PoPE: 2 x head_dim), v is
     zero-padded to their width and the padding sliced off the output: the flash kernels (CPU and GPU) need one
     head width for q, k and v, and without them SDPA falls back to kernels that are several times slower (on
     CPU the math kernel, which materialises the T x T scores). The zero columns cost only the extra P.V work."""
     width = v.shape[-1]
     if q.shape[-1] != width:
         v = F.pad(v, (0, q.shape[-1] - width))
-    y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p, scale=scale)
+    if window is None:
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p, scale=scale)
+    else:
+        y = windowed_attention(q, k, v, window, dropout_p, scale)
     return y[..., :width]
 
 

@@ -14,17 +14,25 @@ import sys
 from pipelines.experiment.config import compose_config, config_options, describe_roster
 
 DETAIL_KEYS = ("base", "rotating_bands", "fast_bands", "slow_bands", "p", "block", "qk_width",
-               "random_positions", "random_positions_eval")  # fmt: skip
+               "random_positions", "random_positions_eval", "fraction", "fourier_bands", "mixing",
+               "pattern")  # fmt: skip
 
 
 def format_rows(rows: list[dict]) -> str:
-    header = f"{'id':12s} {'name':9s} {'mechanism':9s} {'fused':5s} {'params':>8s} {'per layer':>10s}  details"
+    """One line per encoding; a layer pattern's details end with its layers (`pattern`: '3 x rope(...), nope')."""
+    id_width = max([12, *(len(row["id"]) for row in rows)])
+    name_width = max([9, *(len(row["name"]) for row in rows)])
+    header = (
+        f"{'id':{id_width}s} {'name':{name_width}s} {'mechanism':9s} {'fused':5s} {'params':>8s} {'per layer':>10s}"
+        "  details"
+    )
     lines = [header, "-" * len(header)]
     for row in rows:
         details = ", ".join(f"{k}={row[k]}" for k in DETAIL_KEYS if row.get(k) is not None)
         lines.append(
-            f"{row['id']:12s} {row['name']:9s} {row['mechanism']:9s} {'yes' if row['fused_attention'] else 'no':5s} "
-            f"{row['parameters']:8d} {row['parameters_per_layer']:10.1f}  {details}".rstrip()
+            f"{row['id']:{id_width}s} {row['name']:{name_width}s} {row['mechanism']:9s} "
+            f"{'yes' if row['fused_attention'] else 'no':5s} {row['parameters']:8d} {row['parameters_per_layer']:10.1f}"
+            f"  {details}".rstrip()
         )
     return "\n".join(lines)
 

@@ -38,6 +38,7 @@ def test_registry_lists_the_whole_roster():
         *("rope", "nope", "hope", "prope", "pope", "cope", "darope", "lerope", "hdrope", "rope_dup"),
         *("alibi", "ape_sin", "ape_learned", "yarn"),
         *("t5_bias", "kerple", "fire", "xpos", "fox"),
+        *("nope_every", "irope", "rnope_swa", "local_global", "partial_rotary", "fope", "temperature"),
     }
 
 

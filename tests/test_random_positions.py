@@ -10,6 +10,7 @@ from models.encodings import PositionalEncoding, available, build_encoding, enco
 from models.encodings.alibi import alibi_slopes
 from models.encodings.ape_sin import sinusoid_table
 from models.encodings.base import causal_logits
+from models.encodings.pattern import LayerPattern
 from models.encodings.rope import unit_rotations
 from models.gpt import GPT, GPTConfig
 from pipelines.experiment.config import compose_config, encoding_of
@@ -79,7 +80,8 @@ def test_evaluation_draws_a_fixed_sample_per_length_and_leaves_the_global_stream
 
 @pytest.mark.parametrize("pe", [name for name in available() if not encoding_class(name).evaluation_only])
 def test_every_encoding_builds_its_state_from_the_base_prepare(pe, monkeypatch):
-    """Random positions reach an encoding only through `PositionalEncoding.prepare`: every one calls it."""
+    """Random positions reach an encoding only through `PositionalEncoding.prepare`: every one calls it, once; a
+    layer pattern once for itself and once in each distinct encoding of its layers, which gets its positions."""
     calls = []
     base_prepare = PositionalEncoding.prepare
 
@@ -87,9 +89,10 @@ def test_every_encoding_builds_its_state_from_the_base_prepare(pe, monkeypatch):
         calls.append(pos.shape)
         return base_prepare(self, pos)
 
+    encoding = build_encoding(pe, {}, **DIMS)
     monkeypatch.setattr(PositionalEncoding, "prepare", spy)
-    build_encoding(pe, {}, **DIMS).prepare(torch.arange(10))
-    assert calls == [(10,)]
+    encoding.prepare(torch.arange(10))
+    assert calls == [(10,)] * (1 + len(encoding.parts) if isinstance(encoding, LayerPattern) else 1)
 
 
 def test_rope_sin_and_alibi_use_the_drawn_positions():

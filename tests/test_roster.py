@@ -13,7 +13,9 @@ from pipelines.roster import format_rows
 from pipelines.roster import main as roster_main
 
 # SPEC base convention: every other rotary method uses 500k (xpos: 10k by SPEC 1b; rope10k_rand randomizes rope10k)
+# (roster 3's patterns: rope10k's base, so that each differs from its reference by the pattern only; SPEC 1c)
 BASE_10K = {"rope10k", "pope", "lerope", "prope", "xpos", "rope10k_rand"}
+BASE_10K |= {"nope_every4", "irope", "rnope_swa", "partial25", "partial10", "fope", "fope_learned"}
 
 
 def test_rosters_are_specs():
@@ -21,6 +23,9 @@ def test_rosters_are_specs():
     assert roster("full") == [
         *("rope10k", "rope500k", "nope", "hope", "pope", "darope"),
         *("cope", "prope", "lerope", "hdrope", "rope_dup", "alibi", "ape_sin"),
+    ]
+    assert roster("patterns") == [
+        *("rope10k", "nope_every4", "irope", "rnope_swa", "local_global", "partial25", "partial10", "fope"),
     ]
 
 

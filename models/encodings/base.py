@@ -17,6 +17,14 @@ exactly the hook that belongs to that mechanism (checked when the class is defin
 shared by every layer. Because the hook set is fixed per mechanism, a model can never carry two
 positional mechanisms at once (say a learned table left on beside RoPE).
 
+Layers may differ. Every hook but `embed` is called with its layer's index, and `attention_window(layer)` says
+which earlier keys that layer attends to: None (the default) for every one of them, or an `AttentionWindow`
+(models.windows: the last W tokens, or the query's own chunk of C tokens). A window restricts the fused causal
+kernel, so only the mechanisms that attend through it ("none" and "qk") may define windows, checked when the
+class is defined (a bias or scores encoding writes its own mask). A layer pattern (models.encodings.pattern) is
+this per-layer dispatch made whole: one "qk" encoding whose hook hands each layer's q and k to the encoding that
+layer has (built once from the registry: no copy of RoPE per pattern) and whose windows are that layer's.
+
 A bias encoding's `prepare` starts from `causal_logits(pos)`: the distances i - j and the additive causal mask
 (0, or -inf where the key lies in the query's future), built once per forward pass in the dtype attention runs
 in. A bias that is the same in every layer (ALiBi, T5's shared table) is built once, masked, in `prepare`; one
@@ -74,6 +82,7 @@ import torch
 from torch import nn
 
 from models.encodings.options import Option
+from models.windows import AttentionWindow
 
 HOOK_OF_MECHANISM = {
     "none": None,
@@ -82,6 +91,8 @@ HOOK_OF_MECHANISM = {
     "bias": "logit_bias",
     "scores": "attend",
 }
+
+WINDOWED_MECHANISMS = ("none", "qk")  # those whose attention is the fused causal kernel, which a window restricts
 
 _REGISTRY: dict[str, type[PositionalEncoding]] = {}
 RANDOM_EVAL_ENTROPY = 0x7A2D_0E15  # an evaluation of T tokens draws its positions from SeedSequence([this, T])
@@ -168,6 +179,12 @@ class PositionalEncoding(nn.Module):
                 f"{cls.__name__} declares mechanism {cls.mechanism!r} but overrides hooks {overridden}; "
                 f"an encoding is exactly one mechanism and must override exactly {expected}"
             )
+        windowed = cls.attention_window is not PositionalEncoding.attention_window
+        if windowed and cls.mechanism not in WINDOWED_MECHANISMS:
+            raise TypeError(
+                f"{cls.__name__} declares mechanism {cls.mechanism!r} and attention windows; a window restricts the "
+                f"fused causal kernel, which only mechanisms {list(WINDOWED_MECHANISMS)} attend through"
+            )
 
     def __init__(
         self,
@@ -235,8 +252,14 @@ class PositionalEncoding(nn.Module):
     # ---- shared by all mechanisms -------------------------------------------------------------------
     @property
     def fused(self) -> bool:
-        """True when attention runs as `scaled_dot_product_attention(is_causal=True)` (FlashAttention on GPU)."""
+        """True when attention runs as `scaled_dot_product_attention(is_causal=True)` (FlashAttention on GPU), or in a
+        window through the same fused kernels (models.windows), never holding a T x T matrix."""
         return self.mechanism in ("none", "embedding", "qk")
+
+    def attention_window(self, layer: int) -> AttentionWindow | None:
+        """The keys layer `layer` attends to besides causality: None for every earlier key (see the module
+        docstring; only "none" and "qk" encodings may return a window)."""
+        return None
 
     @property
     def max_positions(self) -> int | None:

@@ -1,0 +1,70 @@
+"""iRoPE: Llama 4's layers (transformers `models/llama4/modeling_llama4.py` and `configuration_llama4.py`, SPEC 1c).
+
+    layer l is NoPE  if (l + 1) % period == 0  (period 4, `no_rope_layer_interval`), else RoPE;
+    RoPE layers:  q, k rotated at `base`, then q / rms(q) and k / rms(k) (`use_qk_norm`, applied to the rotating
+                  layers only: `if self.config.use_qk_norm and self.use_rope`), and chunked attention: each query
+                  sees the keys of its own chunk of C tokens, up to itself (`layer_types`: "chunked_attention" for
+                  the rotating layers)
+    NoPE layers:  every earlier key, no rotation, no normalisation; the query scaled by the attention temperature
+                  tau(m) = 1 + attn_scale log(1 + floor((m + 1) / floor_scale))  (`attn_temperature_tuning`)
+
+Reference values: attn_scale 0.1, floor_scale 8192, chunk 8192 (1/32 of Llama 4 Scout's 256K training context).
+Here chunk and floor_scale are `chunk_fraction` and `floor_fraction` of the training context L (1/32 by default:
+JSB cpu, L = 1024: 32 tokens; JSB paper, L = 2048: 64), attn_scale 0.1. A chunk boundary falls every C tokens from
+the first, at every evaluation length. At 4 layers: three chunked RoPE layers and a global NoPE layer with the
+temperature; at 2 layers no NoPE layer: two chunked, normalised RoPE layers.
+
+Composed (models.encodings.pattern): `rope` at `base` with the chunked window and the pattern's RMS normalisation;
+`temperature` (models.encodings.temperature) on the NoPE layers.
+"""
+
+from models.encodings.base import register
+from models.encodings.options import Option
+from models.encodings.pattern import (
+    FRACTION,
+    PERIOD,
+    REFERENCE_FRACTION,
+    Layer,
+    LayerPattern,
+    every_period_th,
+    tokens_of,
+)
+from models.encodings.rope import BASE
+from models.windows import AttentionWindow
+
+
+@register
+class IRoPE(LayerPattern):
+    name = "irope"
+    option_rules = {
+        "period": PERIOD,
+        "base": BASE,
+        "chunk_fraction": FRACTION,
+        "floor_fraction": FRACTION,
+        "attn_scale": Option("number", ">= 0", lambda v: v >= 0, why="the temperature's slope"),
+    }
+
+    def __init__(
+        self,
+        *,
+        period: int = 4,
+        base: float = 10_000.0,
+        chunk_fraction: float = REFERENCE_FRACTION,
+        floor_fraction: float = REFERENCE_FRACTION,
+        attn_scale: float = 0.1,
+        **dims: int,
+    ) -> None:
+        self.period, self.base = int(period), float(base)
+        self.chunk_fraction, self.floor_fraction, self.attn_scale = (
+            float(chunk_fraction),
+            float(floor_fraction),
+            float(attn_scale),
+        )
+        super().__init__(**dims)
+
+    def layer_plan(self) -> list[Layer]:
+        chunk = AttentionWindow("chunked", tokens_of(self.chunk_fraction, self.context))
+        rope = Layer("rope", {"base": self.base}, window=chunk, qk_norm=True)
+        floor = tokens_of(self.floor_fraction, self.context)
+        nope = Layer("temperature", {"attn_scale": self.attn_scale, "floor_scale": floor})
+        return [nope if every_period_th(layer, self.period) else rope for layer in range(self.n_layer)]
