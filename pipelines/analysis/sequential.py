@@ -360,15 +360,11 @@ def joined_verdicts(
         held = len(set(comparator.evidence.seeds_of(pair.a)) & first)
         scope = f"below the design's first look: {held} of {len(first)} seeds"
         provisional[pair.a] = replace(pair, scope=scope)
-    if joined is None and below:  # the next look's runs of those below it: the first look's missing seeds
-        lacking = [
-            (name, s) for name in below for s in design.look_seeds(0) if s not in comparator.evidence.seeds_of(name)
-        ]
-        joined = FamilyResult(ref, design, {}, [], lacking)
-    elif below:
-        joined.next_runs += [
-            (name, s) for name in below for s in design.look_seeds(0) if s not in comparator.evidence.seeds_of(name)
-        ]
+    # the runs those below the first look need next: its seeds they lack
+    lacking = [(name, s) for name in below for s in design.look_seeds(0) if s not in comparator.evidence.seeds_of(name)]
+    if lacking:
+        joined = joined or FamilyResult(ref, design, {}, [], [])
+        joined.next_runs += lacking
     return joined, provisional
 
 
