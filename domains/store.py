@@ -152,7 +152,7 @@ def write_store(
                 )
         lengths = np.array([len(e) for e in examples], dtype=np.int64)
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        tokens = np.concatenate(examples).astype(dtype) if examples else np.zeros(0, dtype)
+        tokens = np.concatenate(examples).astype(dtype, copy=False) if examples else np.zeros(0, dtype)
         write_npy(folder / f"{name}.tokens.npy", tokens)
         write_npy(folder / f"{name}.offsets.npy", offsets)
         counts[name] = {"examples": len(examples), "tokens": int(lengths.sum())}

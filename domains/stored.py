@@ -127,6 +127,14 @@ class StoredDataModule(SequenceDataModule, Generic[SplitT]):
         """How much raw material a prepared store holds, in `amount_unit`, from its meta.json."""
         return sum(split["examples"] for split in meta["splits"].values())
 
+    def preparation_record(self) -> dict[str, Any]:
+        """How the store was built (times, workers, memory), where the domain keeps such a record; else empty."""
+        return {}
+
+    def preparation_summary(self, meta: dict[str, Any]) -> list[str]:
+        """Lines `python -m pipelines.prepare` prints after the split counts (none by default)."""
+        return []
+
     # ---- preparation --------------------------------------------------------------------------------------
     def fetch_raw(self) -> dict[str, Path]:
         """The raw files on disk, by relative path (downloaded, or copied from the mirror)."""
@@ -264,11 +272,17 @@ class TokenStoreDataModule(StoredDataModule[Split]):
                         raw_sha256=hashes,
                         extra={"settings": settings, **extra},
                     )
+                    self.record_preparation(folder, meta)
                 finally:
                     self._building = None
         self._splits.clear()  # splits and windows opened before come from the replaced store
         self._windows.clear()
         return meta
+
+    def record_preparation(self, folder: Path, meta: dict[str, Any]) -> None:
+        """Called when the new store's files and meta.json are written into `folder`, before it replaces the old
+        store: a domain may write a record of how it was built there (not a file of the store: meta.json, written
+        already, does not list it). Nothing by default."""
 
     def current_meta(self, raw_sha256: dict[str, str], settings: dict[str, Any]) -> dict[str, Any] | None:
         """meta.json when the store was built from these raw files and settings and its files are intact (every

@@ -3,7 +3,10 @@
     python -m pipelines.prepare --domain jsb [hydra overrides, e.g. domain.args.chromosomes=[chr21,chr22]]
 
 Preparation is idempotent: a store built from the same raw bytes with the same settings is left as it is.
-Prints meta.json's split counts and how long the preparation took.
+Prints meta.json's split counts, the domain's summary of its preparation where it has one (MAESTRO: the
+performances against its CSV, the split, tokens and chunks per split, skipped files and why, the phases' times,
+peak memory) and how long the preparation took. An interrupted preparation is continued by running it again
+(MAESTRO keeps every file tokenised so far in its token cache).
 """
 
 from __future__ import annotations
@@ -24,12 +27,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
-        meta = stored_datamodule(args.domain, args.overrides).prepare_data()
+        datamodule = stored_datamodule(args.domain, args.overrides)
+        meta = datamodule.prepare_data()
     except (FetchError, ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted: the store is as it was; run the same command again to continue", file=sys.stderr)
+        return 130
     summary = {"domain": meta["domain"], "vocab_size": meta["vocab_size"], "splits": meta["splits"]}
     print(json.dumps(summary, indent=1))
+    for line in datamodule.preparation_summary(meta):
+        print(line)
     print(f"store ready in {time.perf_counter() - start:.1f} s")
     return 0
 

@@ -15,7 +15,7 @@ import pytest
 from domains.fetch import FetchError
 from domains.hrg import HRGDataModule
 from domains.maestro import MaestroDataModule
-from domains.maestro.archive import CSV_NAME, read_index
+from domains.maestro.archive import CSV_NAME, read_index, read_index_file
 from domains.sleep_edf import SleepEDFDataModule
 from domains.sleep_edf.recordings import SleepEDFError
 from tests.hrg_fixtures import SMALL_LENGTHS, SMALL_SPLIT, fasta_record, write_mirror
@@ -113,9 +113,11 @@ def test_every_performance_of_the_store_is_in_exactly_one_split(env):
     small_maestro_mirror(env / "mirror")
     dm = maestro()
     dm.prepare_data()
-    rows = (dm.store / "performances.csv").read_text().splitlines()[1:]
-    names = [row.split(",")[0] for row in rows]
-    assert len(names) == len(set(names)) == 3  # and performances.csv lists each once
+    rows = [row.split(",") for row in (dm.store / "performances.csv").read_text().splitlines()[1:]]
+    used = [name for name, split, *_ in rows if split in ("train", "val", "test")]
+    assert len(used) == len(set(used)) == 3  # and performances.csv lists each once
+    listed = read_index_file(env / "mirror" / "maestro" / CSV_NAME)
+    assert sorted(name for name, *_ in rows) == sorted(p.midi_filename for p in listed)  # the others: missing
 
 
 # ---- HRG -------------------------------------------------------------------------------------------------------------

@@ -46,9 +46,13 @@ def sample_names() -> list[str]:
     return [row["midi_filename"] for row in csv_rows() if (SAMPLES / "maestro" / row["midi_filename"]).exists()]
 
 
-def performances(store: Path) -> dict[str, dict[str, str]]:
+USED_OR_SKIPPED = ("train", "val", "test", "skipped")
+
+
+def performances(store: Path, splits: tuple[str, ...] = USED_OR_SKIPPED) -> dict[str, dict[str, str]]:
+    """performances.csv's rows in `splits` (by default all but the performances missing from the mirror)."""
     with open(store / "performances.csv", newline="") as handle:
-        return {row["midi_filename"]: row for row in csv.DictReader(handle)}
+        return {row["midi_filename"]: row for row in csv.DictReader(handle) if row["split"] in splits}
 
 
 def chunks_of(dm: MaestroDataModule, row: dict[str, str]) -> list[np.ndarray]:
@@ -215,6 +219,7 @@ def test_sample_store_counts_and_contents(sample, direct_ids):
         "skipped": 0,
         "used": 11,
         "per_split": None,
+        "csv_per_split": {"train": 962, "val": 137, "test": 177},  # the real CSV's split column
     }
     # 90/5/5 of 11: round(0.55) = 1 each for val and test, from the permutation drawn with split_seed 0
     names = sample_names()
@@ -250,7 +255,8 @@ def test_chunks_overlap_by_exactly_two_bars(sample, direct_ids):
     data, _ = sample
     dm = module(chunk_length=1024, store=data / "stores" / "maestro_1024")
     meta = dm.prepare_data()
-    assert meta["tokenisation"]["tokenised"] == 0 and meta["tokenisation"]["from_cache"] == 11
+    tokenisation = dm.preparation_record()["tokenisation"]
+    assert tokenisation["tokenised"] == 0 and tokenisation["from_cache"] == 11
     # the sample's bars hold 66 tokens (median) to 369: at 1024 tokens two bars of overlap always fit
     assert meta["chunks"] == {"length": 1024, "overlap_bars": 2, "reduced_overlap": 0, "cut_inside_bar": 0}
     for name, row in performances(dm.store).items():
@@ -297,7 +303,8 @@ def test_official_split_on_the_sample_and_tokens_from_the_cache(sample):
     data, _ = sample
     dm = module(split="official", store=data / "stores" / "maestro_official")
     meta = dm.prepare_data()
-    assert meta["tokenisation"]["tokenised"] == 0 and meta["tokenisation"]["from_cache"] == 11
+    tokenisation = dm.preparation_record()["tokenisation"]
+    assert tokenisation["tokenised"] == 0 and tokenisation["from_cache"] == 11
     counts = {s: v["performances"] for s, v in meta["performances"]["per_split"].items()}
     assert counts == {"train": 9, "val": 1, "test": 1}
     official = {row["midi_filename"]: row["split"] for row in csv_rows()}
@@ -420,6 +427,7 @@ def test_corrupt_midi_files_are_skipped_named_and_counted(generated):
         "skipped": 3,
         "used": N_GENERATED,
         "per_split": None,
+        "csv_per_split": {"train": 962, "val": 137, "test": 177},
     }
     assert set(meta["skipped"]) == set(bad)
     assert meta["skipped"][bad[0]].startswith("not a readable MIDI file")
@@ -428,8 +436,10 @@ def test_corrupt_midi_files_are_skipped_named_and_counted(generated):
     rows = performances(generated["data"] / "stores" / "maestro")
     assert {n for n, r in rows.items() if r["split"] == "skipped"} == set(bad)
     # a rebuild with other settings finds the failures in the cache too: nothing is tokenised again
-    again = module(chunk_length=100, store=generated["data"] / "stores" / "maestro_100").prepare_data()
-    assert again["tokenisation"] == again["tokenisation"] | {"tokenised": 0, "from_cache": N_GENERATED + 3}
+    rebuilt = module(chunk_length=100, store=generated["data"] / "stores" / "maestro_100")
+    again = rebuilt.prepare_data()
+    tokenisation = rebuilt.preparation_record()["tokenisation"]
+    assert tokenisation == tokenisation | {"tokenised": 0, "from_cache": N_GENERATED + 3, "skipped": 3}
     assert again["skipped"] == meta["skipped"]
 
 
@@ -509,10 +519,12 @@ def zip_mirror_of_the_sample(sample_data, tmp_path, monkeypatch):
 def test_zip_of_the_sample_builds_the_same_store(sample, tmp_path, monkeypatch):
     sample_data, sample_meta = sample
     archive, data = zip_mirror_of_the_sample(sample_data, tmp_path, monkeypatch)
-    meta = module().prepare_data()
+    dm = module()
+    meta = dm.prepare_data()
     assert meta["source"] == "zip"
     assert meta["raw_sha256"] == {ZIP_NAME: hashlib.sha256(archive.read_bytes()).hexdigest()}
-    assert meta["tokenisation"]["from_cache"] == 11 and meta["tokenisation"]["tokenised"] == 0  # same bytes
+    tokenisation = dm.preparation_record()["tokenisation"]
+    assert tokenisation["from_cache"] == 11 and tokenisation["tokenised"] == 0  # same bytes
     assert meta["performances"]["listed"] == meta["performances"]["used"] == 11
     assert meta["splits"] == sample_meta["splits"]
     for split in ("train", "val", "test"):

@@ -103,6 +103,7 @@ class MaestroArchive:
                 self.zip: zipfile.ZipFile | None = zipfile.ZipFile(self.origin)
             except zipfile.BadZipFile as err:
                 raise FetchError(f"{self.origin}: not a valid zip archive ({err}); delete it and fetch again") from err
+            self.index_origin = f"{self.origin}:{ZIP_ROOT}{CSV_NAME}"
             try:
                 self.index = self.present = self._check_zip()
             except BaseException:
@@ -111,6 +112,7 @@ class MaestroArchive:
         else:
             self.source, self.zip = "folder", None
             self.origin = raw[CSV_NAME].parent
+            self.index_origin = str(raw[CSV_NAME])
             self.index = read_index_file(raw[CSV_NAME])
             self.present = [p for p in self.index if p.midi_filename in raw]
             if not self.present:

@@ -6,16 +6,21 @@ Data flow:
            must hold every performance its CSV lists; an unpacked folder may hold only some: the preparation uses
            those present and records how many were missing.
   tokens   miditok 3.0.4 REMI with SPEC's configuration, vocabulary 328 (`domains.maestro.tokenizer`), in
-           parallel processes, cached by each file's sha256 in raw/maestro/token_cache/ (a rebuild with other
-           split or chunk settings tokenises nothing). A file that cannot be read is skipped, with its name
-           and reason in meta.json.
+           parallel processes, largest file first, with a progress bar (plain lines in a log), cached by each
+           file's sha256 in raw/maestro/token_cache/ as each file is done (a rebuild with other split or chunk
+           settings tokenises nothing; an interrupted preparation run again tokenises only the files not yet
+           cached). A file that cannot be read is skipped, with its name and reason in meta.json.
   split    over the performances that tokenised: 90/5/5 with `split_seed`, or the CSV's own split column
            (`split: official`; `domains.maestro.split`).
   chunks   each performance is BOS + its REMI tokens + EOS, cut into chunks of `chunk_length` tokens that end
            before a Bar token and overlap by two bars (`domains.maestro.chunks`; the exceptions are counted in
            meta.json).
   store    one example per chunk, plus tokenizer.json (miditok's saved parameters, to decode any run's tokens)
-           and performances.csv (each performance's split, sha256, tokens, chunks or skip reason).
+           and performances.csv (a row per performance the CSV lists: its split, sha256, tokens and chunks, or
+           skipped / missing and why; `domains.maestro.performances` checks it accounts for each once before
+           anything is written). meta.json depends on the raw files, the settings and the code only;
+           preparation.json, beside it, records how this build went: phase times, tokenised / from the cache,
+           workers, wall time, peak memory (`domains.maestro.preparation`), and `make data-maestro` prints it.
   train    a uniformly chosen chunk of the training split, a uniform window of `context` tokens in it, then
            a pitch transposition by an offset drawn uniformly among those of -3..+3 that keep every Pitch
            token of the window inside 21..108 (offset 0 always qualifies); all from the stream's rng.
@@ -26,14 +31,13 @@ Data flow:
 from __future__ import annotations
 
 import csv
-import io
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 from miditok import REMI
 
-from domains.atomic import atomic_path, write_npy, write_text
+from domains.atomic import atomic_path, write_npy
 from domains.base import Window, check_minimum
 from domains.fetch import raw_dir
 from domains.maestro.archive import (
@@ -46,24 +50,22 @@ from domains.maestro.archive import (
     read_midi_files,
 )
 from domains.maestro.chunks import OVERLAP_BARS, chunk_bounds
+from domains.maestro.performances import (
+    MISSING,
+    MISSING_REASON,
+    PERFORMANCES_FILE,
+    SKIPPED,
+    check_against_index,
+    write_performances,
+)
+from domains.maestro.preparation import Stopwatch, preparation_record, read_record, summary_lines, write_record
 from domains.maestro.split import SPLIT_MODES, assign_splits
 from domains.maestro.tokenizer import VOCAB_SIZE, TokenCache, build_tokenizer, tokenize_files, tokenizer_digest
 from domains.store import StoreError, load_array, store_file, token_dtype
 from domains.stored import RawFile, TokenStoreDataModule
 
 TOKENIZER_FILE = "tokenizer.json"
-PERFORMANCES_FILE = "performances.csv"
 TEST_PERFORMANCES = "test_performances"  # whole test performances (.tokens.npy + .offsets.npy): extrapolation
-
-
-def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    """performances.csv: one row per performance used or skipped."""
-    table = io.StringIO()
-    columns = ["midi_filename", "split", "csv_split", "sha256", "tokens", "first_chunk", "chunks", "skipped"]
-    writer = csv.DictWriter(table, columns, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    write_text(path, table.getvalue())
 
 
 class MaestroDataModule(TokenStoreDataModule):
@@ -106,6 +108,9 @@ class MaestroDataModule(TokenStoreDataModule):
         self.tokenizer_sha256 = tokenizer_digest(self.tokenizer)
         self._saved_tokenizer: REMI | None = None
         self._performances: list[dict[str, str]] | None = None
+        self.stopwatch = Stopwatch()  # the phases of a preparation (preparation.json)
+        self._tokenisation: dict[str, Any] = {}
+        self._built_now = False  # whether the last prepare_data built the store
 
     @property
     def vocab_size(self) -> int:
@@ -143,60 +148,80 @@ class MaestroDataModule(TokenStoreDataModule):
 
     def raw_hashes(self, raw: dict[str, Path]) -> dict[str, str]:
         """The zip's sha256, or the CSV's and one digest over every MIDI file's (short run manifests)."""
-        return archive_hashes(raw)
+        hashes = archive_hashes(raw)
+        self.stopwatch.lap("hash")
+        return hashes
+
+    def prepare_data(self) -> dict[str, Any]:
+        """Fetch and build as every stored domain does, timing each phase for the preparation record."""
+        self.stopwatch.restart()
+        self._built_now = False
+        raw = self.fetch_raw()
+        self.stopwatch.lap("fetch")
+        return self.build_store(raw)
 
     def build_splits(self, raw: dict[str, Path]) -> tuple[dict[str, list[np.ndarray]], dict[str, Any]]:
-        """Tokenise, split and chunk; also writes tokenizer.json and performances.csv into the store."""
+        """Tokenise, split and chunk; also writes tokenizer.json, performances.csv and the whole test performances
+        into the store. Every performance the CSV lists is accounted for before anything is written."""
         self._performances = self._saved_tokenizer = None  # both files are written anew below
+        self.stopwatch.lap("check")  # since the hashes: whether the store is current, the folder to build in
         archive = MaestroArchive(raw)
         try:
             files, skipped = read_midi_files(archive)
         finally:
             archive.close()
+        sha = {f.name: f.sha256 for f in files}
+        self.stopwatch.lap("read")
         cache = TokenCache(raw_dir(DOMAIN) / "token_cache" / self.tokenizer_sha256[:16])
         result = tokenize_files(files, cache, self.tokenize_workers)
+        del files  # the MIDI bytes (84 MB for the whole set) are not needed past here
+        self.stopwatch.lap("tokenise")
         skipped.update(result.skipped)
         usable = [p for p in archive.present if p.midi_filename in result.tokens]
-        labels = assign_splits(usable, self.split_mode, self.split_seed)
+        split_of = dict(
+            zip((p.midi_filename for p in usable), assign_splits(usable, self.split_mode, self.split_seed), strict=True)
+        )
+        present = {p.midi_filename for p in archive.present}
 
+        dtype = token_dtype(VOCAB_SIZE)
         splits: dict[str, list[np.ndarray]] = {"train": [], "val": [], "test": []}
-        sha = {f.name: f.sha256 for f in files}
-        rows, reduced, cut = [], 0, 0
+        rows, test_sequences, reduced, cut = [], [], 0, 0
         per_split = {name: {"performances": 0, "tokens": 0} for name in splits}
-        for performance, label in zip(usable, labels, strict=True):
+        for performance in archive.index:
             name = performance.midi_filename
-            sequence = np.concatenate([[self.bos_id], result.tokens[name], [self.eos_id]]).astype(np.int64)
-            chunks = chunk_bounds(sequence, self.bar_id, self.chunk_length)
-            reduced, cut = reduced + chunks.reduced_overlap, cut + chunks.cut_inside_bar
-            rows.append(
-                {
-                    "midi_filename": name,
-                    "split": label,
-                    "csv_split": performance.csv_split,
-                    "sha256": sha[name],
-                    "tokens": len(sequence),
-                    "first_chunk": len(splits[label]),
-                    "chunks": len(chunks.bounds),
-                }
-            )
-            splits[label].extend(sequence[a:b] for a, b in chunks.bounds)
-            per_split[label]["performances"] += 1
-            per_split[label]["tokens"] += len(sequence)
-        for name, reason in sorted(skipped.items()):
-            rows.append({"midi_filename": name, "split": "skipped", "sha256": sha.get(name, ""), "skipped": reason})
+            row = {"midi_filename": name, "csv_split": performance.csv_split, "sha256": sha.get(name, "")}
+            if name in split_of:
+                label = split_of[name]
+                sequence = np.concatenate(([self.bos_id], result.tokens[name], [self.eos_id])).astype(dtype)
+                chunks = chunk_bounds(sequence, self.bar_id, self.chunk_length)
+                reduced, cut = reduced + chunks.reduced_overlap, cut + chunks.cut_inside_bar
+                row |= {"split": label, "tokens": len(sequence), "first_chunk": len(splits[label])}
+                row["chunks"] = len(chunks.bounds)
+                splits[label].extend(sequence[a:b] for a, b in chunks.bounds)
+                per_split[label]["performances"] += 1
+                per_split[label]["tokens"] += len(sequence)
+                if label == "test":
+                    test_sequences.append(sequence)
+            elif name in skipped:
+                row |= {"split": SKIPPED, "skipped": skipped[name]}
+            elif name not in present:
+                row |= {"split": MISSING, "skipped": MISSING_REASON}
+            else:  # present, neither tokenised nor skipped: check_against_index names it
+                continue
+            rows.append(row)
+        check_against_index(rows, archive.index, self.split_mode, archive.index_origin)
+        self.stopwatch.lap("split and chunk")
 
-        test_sequences = [
-            np.concatenate([[self.bos_id], result.tokens[p.midi_filename], [self.eos_id]])
-            for p, label in zip(usable, labels, strict=True)
-            if label == "test"
-        ]
         lengths = np.array([0] + [len(t) for t in test_sequences], dtype=np.int64)
-        tokens = np.concatenate(test_sequences) if test_sequences else np.zeros(0)
-        write_npy(self.new_store_file(f"{TEST_PERFORMANCES}.tokens.npy"), tokens.astype(token_dtype(VOCAB_SIZE)))
+        tokens = np.concatenate(test_sequences) if test_sequences else np.zeros(0, dtype)
+        write_npy(self.new_store_file(f"{TEST_PERFORMANCES}.tokens.npy"), tokens)
         write_npy(self.new_store_file(f"{TEST_PERFORMANCES}.offsets.npy"), np.cumsum(lengths))
         with atomic_path(self.new_store_file(TOKENIZER_FILE)) as tmp:
             self.tokenizer.save(tmp)
-        write_csv(self.new_store_file(PERFORMANCES_FILE), rows)
+        write_performances(self.new_store_file(PERFORMANCES_FILE), rows)
+        csv_per_split = {name: 0 for name in splits}
+        for performance in archive.index:
+            csv_per_split[performance.csv_split] += 1
         extra = {
             "source": archive.source,
             "performances": {
@@ -206,15 +231,10 @@ class MaestroDataModule(TokenStoreDataModule):
                 "skipped": len(skipped),
                 "used": len(usable),
                 "per_split": per_split,
+                "csv_per_split": csv_per_split,
             },
             "skipped": dict(sorted(skipped.items())),
             "tokenizer": {"file": TOKENIZER_FILE, "class": "REMI", "sha256": self.tokenizer_sha256},
-            "tokenisation": {
-                "tokenised": result.tokenised,
-                "from_cache": result.from_cache,
-                "workers": result.workers,
-                "seconds": round(result.seconds, 3),
-            },
             "chunks": {
                 "length": self.chunk_length,
                 "overlap_bars": OVERLAP_BARS,
@@ -222,7 +242,31 @@ class MaestroDataModule(TokenStoreDataModule):
                 "cut_inside_bar": cut,
             },
         }
+        self._tokenisation = {
+            "performances": len(result.tokens) + len(result.skipped),
+            "tokenised": result.tokenised,
+            "from_cache": result.from_cache,
+            "skipped": len(result.skipped),
+            "workers": result.workers,
+            "tokens": result.new_tokens,
+            "seconds": round(result.seconds, 2),
+            "files_per_second": round(result.tokenised / result.seconds, 3) if result.seconds else 0.0,
+            "tokens_per_second": round(result.new_tokens / result.seconds, 1) if result.seconds else 0.0,
+        }
         return splits, extra
+
+    def record_preparation(self, folder: Path, meta: dict[str, Any]) -> None:
+        """preparation.json beside the new store's files (`domains.maestro.preparation`): written last, so its
+        phases add up to the whole preparation but the store's swap into place."""
+        self.stopwatch.lap("write")
+        write_record(folder, preparation_record(self.stopwatch, self._tokenisation))
+        self._built_now = True
+
+    def preparation_record(self) -> dict[str, Any]:
+        return read_record(self.store)
+
+    def preparation_summary(self, meta: dict[str, Any]) -> list[str]:
+        return summary_lines(meta, self.preparation_record(), built_now=self._built_now)
 
     # ---- training windows --------------------------------------------------------------------------------------
     def draw_train_window(self, rng: np.random.Generator) -> Window:

@@ -5,27 +5,31 @@ releases (3.1.0 turns time signatures on), and the suite pins miditok 3.0.4 and 
 
 Tokenising is a pure function of a file's bytes and the tokenizer, so results are cached by the file's sha256
 under a folder named after the tokenizer's own digest: a rebuild with other chunking or split settings, or a
-re-run after an interruption, tokenises only the files it has not seen. A file that cannot be read (corrupt,
-truncated, no notes in range) is cached as a failure with its reason, so it is skipped again without retrying.
+re-run after an interruption, tokenises only the files it has not seen. Each entry is written (under a temporary
+name, then renamed) as soon as its file is done, so an interruption, kill -9 included, loses only the files in
+flight. A file that cannot be read (corrupt, truncated, no notes in range) is cached as a failure with its
+reason, so it is skipped again without retrying.
 Workers are processes forked from the caller on Linux: they start at once, where `spawn` re-imports miditok,
 torch and the caller's main module in every worker (5-15 s each here). Forking is safe for them for the reason
 it is for torch's DataLoader workers, which fork by default: a worker only parses MIDI and runs miditok's Python
 and numpy code, never torch's or OpenMP's thread pools. Other platforms use `spawn`. With one worker everything
-runs in the calling process.
+runs in the calling process. Workers end with the process that started them (on Linux, even when it is killed)
+and leave Ctrl-C to it.
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import logging
 import os
+import signal
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from multiprocessing import get_context
@@ -35,11 +39,10 @@ import numpy as np
 from miditok import REMI, TokenizerConfig
 from miditok.constants import CHORD_MAPS
 from miditok.utils import merge_tracks
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from symusic import Score
 
 from domains.atomic import atomic_path, write_text
+from domains.maestro.progress import ProgressOutput, Tally, TokenisingProgress
 
 log = logging.getLogger("posbench.maestro")
 
@@ -128,9 +131,26 @@ def tokenize_midi(data: bytes, tokenizer: REMI) -> np.ndarray:
 _worker_tokenizer: REMI | None = None
 
 
-def _init_worker() -> None:
+PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h): the signal a process gets when its parent dies
+
+
+def _init_worker(parent: int) -> None:
+    """A tokenising worker's start: it ends with the preparation that started it, leaves Ctrl-C to it (which
+    cancels the files not started; the worker finishes its file), and builds its tokenizer."""
     global _worker_tokenizer
+    _end_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _worker_tokenizer = build_tokenizer()
+
+
+def _end_with_parent(parent: int) -> None:
+    """On Linux, have the kernel kill this worker when its parent dies, kill -9 included: a pool's worker whose
+    parent is gone otherwise waits forever for work, holding its memory (the workers forked from a preparation
+    outlive a kill -9 of it). The parent starts the workers from its main thread, whose end is the process's."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before the request above took effect
+        os._exit(1)
 
 
 def tokenize_or_reason(data: bytes, tokenizer: REMI) -> np.ndarray | str:
@@ -160,15 +180,12 @@ class Tokenised:
     from_cache: int
     workers: int
     seconds: float  # spent tokenising (with the workers' start)
+    new_tokens: int  # tokens of the files tokenised by this call
 
 
 def available_cpus() -> int:
     """CPUs this process may run on (a batch scheduler's limit, where os.cpu_count() reports the whole node)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def progress_enabled() -> bool:
-    return os.environ.get("POSBENCH_PROGRESS", "1") == "1"
 
 
 class TokenCache:
@@ -197,9 +214,17 @@ class TokenCache:
                 np.save(handle, result)
 
 
-def tokenize_files(files: Iterable[MidiFile], cache: TokenCache, workers: int | None = None) -> Tokenised:
-    """Tokenise every file not in the cache, over `workers` processes (default: every CPU available), with a
-    progress bar; returns the ids or the skip reason of every file."""
+def tokenize_files(
+    files: Iterable[MidiFile], cache: TokenCache, workers: int | None = None, progress: ProgressOutput | None = None
+) -> Tokenised:
+    """Tokenise every file not in the cache over `workers` processes (default: every CPU available), the largest
+    first, showing the progress (`domains.maestro.progress`; default: stderr); returns the ids or the skip reason
+    of every file.
+
+    Each result is cached as soon as it arrives, so an interrupted call (an error, Ctrl-C, kill -9) loses only the
+    files in flight, and a re-run tokenises only the others. Largest first: the last file to finish is then a
+    small one, and no process waits idle at the end while another tokenises a long performance.
+    """
     files = list(files)
     workers = workers or available_cpus()
     results: dict[str, np.ndarray | str] = {}
@@ -210,55 +235,59 @@ def tokenize_files(files: Iterable[MidiFile], cache: TokenCache, workers: int | 
             todo.append(file)
         else:
             results[file.name] = cached
-    began = time.perf_counter()
-    with _progress(len(todo)) as advance:
+    todo.sort(key=lambda file: len(file.data), reverse=True)
+    tally = Tally(
+        performances=len(files),
+        from_cache=len(results),
+        cached_tokens=sum(len(r) for r in results.values() if not isinstance(r, str)),
+        cached_skipped=sum(isinstance(r, str) for r in results.values()),
+        to_tokenise=len(todo),
+        bytes_to_tokenise=sum(len(file.data) for file in todo),
+    )
+    workers = min(workers, max(len(todo), 1))
+    with TokenisingProgress(tally, progress or ProgressOutput.default(), workers) as shown:
 
         def done(file: MidiFile, result: np.ndarray | str) -> None:
             cache.put(file.sha256, result)
             results[file.name] = result
-            advance()
+            tally.add(len(file.data), result)
+            shown.update()
 
-        if workers == 1 or len(todo) <= 1:
+        if workers == 1:
             tokenizer = build_tokenizer()
             for file in todo:
                 done(file, tokenize_or_reason(file.data, tokenizer))
         else:
-            context = get_context("fork" if sys.platform == "linux" else "spawn")
-            with ProcessPoolExecutor(min(workers, len(todo)), mp_context=context, initializer=_init_worker) as pool:
-                futures = {pool.submit(_tokenize_in_worker, file.data): file for file in todo}
-                try:
-                    for future in as_completed(futures):
-                        done(futures[future], future.result())
-                except BrokenProcessPool as err:
-                    raise RuntimeError(
-                        f"a tokenising worker died (a crash in symusic or miditok, or out of memory) with "
-                        f"{len(files) - len(results)} of {len(files)} files left; the files done are cached in "
-                        f"{cache.folder} and a re-run continues from there"
-                    ) from err
-    seconds = time.perf_counter() - began
+            try:
+                _tokenize_in_processes(todo, workers, done)
+            except BrokenProcessPool as err:
+                raise RuntimeError(
+                    f"a tokenising worker died (a crash in symusic or miditok, or out of memory) with "
+                    f"{len(files) - len(results)} of {len(files)} files left; the files done are cached in "
+                    f"{cache.folder} and a re-run continues from there"
+                ) from err
     return Tokenised(
         tokens={name: r for name, r in results.items() if not isinstance(r, str)},
         skipped={name: r for name, r in results.items() if isinstance(r, str)},
         tokenised=len(todo),
         from_cache=len(files) - len(todo),
         workers=workers,
-        seconds=seconds,
+        seconds=time.perf_counter() - tally.began,
+        new_tokens=tally.tokens,
     )
 
 
-@contextmanager
-def _progress(total: int) -> Iterator[Callable[[], None]]:
-    """A rich progress bar on stderr (off when POSBENCH_PROGRESS=0); yields the function that advances it."""
-    if not (progress_enabled() and total):
-        yield lambda: None
-        return
-    bar = Progress(
-        TextColumn("maestro: tokenising"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=Console(file=sys.stderr),
-    )
-    task = bar.add_task("tokenise", total=total)
-    with bar:
-        yield lambda: bar.advance(task)
+def _tokenize_in_processes(
+    todo: list[MidiFile], workers: int, done: Callable[[MidiFile, np.ndarray | str], None]
+) -> None:
+    """Tokenise `todo` over a pool of `workers` processes, calling `done` in this process as each file returns.
+    When anything stops the loop (an error in `done`, Ctrl-C) the files not yet started are cancelled and only
+    those in flight finish, unused: leaving the pool otherwise waits for every file submitted."""
+    context = get_context("fork" if sys.platform == "linux" else "spawn")
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(os.getpid(),))
+    try:
+        futures = {pool.submit(_tokenize_in_worker, file.data): file for file in todo}
+        for future in as_completed(futures):
+            done(futures[future], future.result())
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

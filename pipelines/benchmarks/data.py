@@ -153,7 +153,7 @@ def measure_domain(
                 meta = dm.prepare_data()
                 seconds = time.perf_counter() - began
             prepared.append((dm, meta))
-            workers_used = meta.get("tokenisation", {}).get("workers", 1)  # MAESTRO's processes
+            workers_used = dm.preparation_record().get("tokenisation", {}).get("workers", 1)  # MAESTRO's processes
             return {"prepare": StageRun(seconds, dm.prepared_amount(meta), workers_used)}
 
         rows = timed_rows(domain, folder, prepare, repeats)
