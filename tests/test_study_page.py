@@ -282,8 +282,12 @@ class _Cells(HTMLParser):
             self.in_table = attrs.get("id") == "leaderboard-table"
         elif self.in_table and tag == "tr" and "data-domain" in attrs:
             self.row = self.rows.setdefault((attrs["data-domain"], attrs["data-encoding"]), {})
-        elif self.row is not None and tag == "td":
+        elif self.in_table and self.row is not None and tag == "td":
             self.row[attrs["data-key"]] = attrs.get("data-value", "")
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self.in_table, self.row = False, None
 
 
 def test_publish_writes_the_study_page_beside_its_evidence(tmp_path, capsys):

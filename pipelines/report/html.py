@@ -20,7 +20,9 @@ bundle. The page is rendered from a jinja2 template (templates/study.html.j2, it
 
 from __future__ import annotations
 
+import base64
 import functools
+import gzip
 import html
 import json
 import math
@@ -45,6 +47,7 @@ INDEX = "index.html"
 PAGE_BUDGET = 4 * 1024 * 1024  # bytes: a page past this is refused (the study would not publish it)
 TEMPLATES = Path(__file__).parent / "templates"
 TRAINING_POINTS = 400  # at most this many points per training curve (every k-th logged step)
+RUN_EXAMPLES = 300  # at most this many test examples per run in the one-run view
 VERDICT_COLOURS = {
     "better": "#1a7f37",
     "worse": "#cf222e",
@@ -369,9 +372,7 @@ def _curve_chart(values: list[dict], title: list[str], context: int | None, colo
         .encode(
             x=alt.X("position:Q", title="position"),
             y=alt.Y("nll:Q", title="mean NLL (nats)", scale=alt.Scale(zero=False)),
-            color=alt.Color(
-                "encoding:N", scale=colours.scale(values), legend=ENCODING_LEGEND
-            ),
+            color=alt.Color("encoding:N", scale=colours.scale(values), legend=ENCODING_LEGEND),
             strokeDash=alt.condition("datum.yarn", alt.value([4, 3]), alt.value([1, 0])),
             opacity=alt.condition(legend, alt.value(1.0), alt.value(0.12)),
             tooltip=[
@@ -427,9 +428,7 @@ def window_specs(study: Study, summary: dict, colours: Colours) -> list[dict]:
             encode = {
                 "x": alt.X("window:O", sort=windows, title="window length (x L)"),
                 "y": alt.Y("nll_past:Q", title="NLL past L (nats)", scale=alt.Scale(zero=False)),
-                "color": alt.Color(
-                    "encoding:N", scale=colours.scale(values), legend=ENCODING_LEGEND
-                ),
+                "color": alt.Color("encoding:N", scale=colours.scale(values), legend=ENCODING_LEGEND),
                 "opacity": alt.condition(legend, alt.value(1.0), alt.value(0.12)),
             }
             tooltip = [
@@ -538,15 +537,25 @@ def _per_example_nll(run: RunFolder) -> dict[int, float]:
     return {int(e): float(v) for e, v in zip(table["example"], table["nll"], strict=True)}
 
 
+def _shown_examples(nll: dict[int, float]) -> list[list]:
+    """[[example, NLL], ...] in example order: at most RUN_EXAMPLES of them (every k-th, the same ones in every run of
+    the test set), each to 6 significant digits: what the scatter draws and its tooltip prints (4 decimals); the
+    exact values are in the run's files."""
+    ids = sorted(nll)
+    stride = max(1, math.ceil(len(ids) / RUN_EXAMPLES))
+    return [[example, float(f"{nll[example]:.6g}")] for example in ids[::stride]]
+
+
 def run_records(study: Study) -> list[dict]:
-    """Every finished run of the study: its manifest, training curves (when its folder has a training log) and its
-    per-example test NLL beside the reference's run of the same seed (and task)."""
+    """Every finished run of the study: its manifest, training curves (when its folder has a training log), its
+    per-example test NLL, and the reference's run of the same seed (and task) that the page sets it against."""
     finished = [run for run in study.runs if run.finished]
     by_key = {_key_of(run): run for run in finished}
     refs = {result.domain: result.ref for result in study.results}
     records = []
     for run in sorted(finished, key=lambda r: (r.domain, r.key.task or "", r.encoding, r.seed)):
         ref = refs.get(run.domain)
+        nll = _per_example_nll(run)
         record = {
             "label": run.label,
             "domain": run.domain,
@@ -554,8 +563,9 @@ def run_records(study: Study) -> list[dict]:
             "seed": run.seed,
             "manifest": read_run_json(run, run.path / MANIFEST),
             "train": _training_rows(run),
+            "examples": _shown_examples(nll),
+            "total_examples": len(nll),
             "ref": None,
-            "examples": [],
             "note": "",
         }
         ref_run = by_key.get((run.domain, run.key.task, ref, run.seed)) if ref else None
@@ -565,13 +575,10 @@ def run_records(study: Study) -> list[dict]:
             record["note"] = "this run is the reference's"
         elif ref_run is None:
             record["note"] = f"the reference {ref} has no finished seed {run.seed} here"
+        elif not nll:
+            record["note"] = "this run has no per-example test scores"
         else:
             record["ref"] = ref_run.label
-            mine, theirs = _per_example_nll(run), _per_example_nll(ref_run)
-            common = sorted(set(mine) & set(theirs))
-            record["examples"] = [[example, mine[example], theirs[example]] for example in common]
-            if not common:
-                record["note"] = "no test example scored by both runs"
         records.append(record)
     return records
 
@@ -745,9 +752,12 @@ def code_spans(text: str) -> str:
     return "".join(f"<code>{html.escape(part)}</code>" if i % 2 else html.escape(part) for i, part in enumerate(parts))
 
 
-def _json_script(value) -> str:
-    """JSON for a <script type="application/json"> element: compact, and `</` escaped so it cannot end it."""
-    return json.dumps(value, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+def _packed_json(value) -> str:
+    """JSON, gzipped (no timestamp: the same study gives the same page) and base64-encoded, for a script element the
+    page inflates with the browser's DecompressionStream: manifests and curves repeat themselves, and a study of
+    hundreds of runs stays within the page budget."""
+    text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    return base64.b64encode(gzip.compress(text.encode(), compresslevel=9, mtime=0)).decode()
 
 
 def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
@@ -803,9 +813,9 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
         variance=variance,
         has_yarn=has_yarn,
         run_options=[{"label": r["label"], "domain": r["domain"]} for r in runs],
-        first_run=next((r["label"] for r in runs if r["examples"]), runs[0]["label"] if runs else ""),
-        charts_json=_json_script(charts),
-        runs_json=_json_script(runs),
+        first_run=next((r["label"] for r in runs if r["ref"]), runs[0]["label"] if runs else ""),
+        charts_data=_packed_json(charts),
+        runs_data=_packed_json(runs),
         style=(TEMPLATES / "study.css").read_text(),
         script=(TEMPLATES / "study.js").read_text(),
         vega=vega_bundle(),

@@ -1,10 +1,19 @@
 // The study page's behaviour: sortable tables, the domain filter, the charts (vega-embed, embedded above), the YaRN
 // toggle and the one-run view. It reads only the page: the specs and runs in the JSON script elements, the table
 // cells' data-value attributes (summary.json's numbers, written exactly).
-(function () {
+(async function () {
   "use strict";
-  const charts = JSON.parse(document.getElementById("charts-data").textContent);
-  const runs = new Map(JSON.parse(document.getElementById("runs-data").textContent).map((run) => [run.label, run]));
+
+  // the JSON the page carries gzipped in base64 (pipelines.report.html._packed_json)
+  async function unpack(id) {
+    const text = atob(document.getElementById(id).textContent.trim());
+    const bytes = Uint8Array.from(text, (character) => character.charCodeAt(0));
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return JSON.parse(await new Response(stream).text());
+  }
+
+  const charts = await unpack("charts-data");
+  const runs = new Map((await unpack("runs-data")).map((run) => [run.label, run]));
   const views = {};
 
   // ------------------------------------------------------------------------------------------- sorting
@@ -90,7 +99,10 @@
     const run = runs.get(label);
     if (!run) return;
     const train = (run.train || []).map(([curve, step, loss]) => ({ curve, step, loss }));
-    const examples = run.examples.map(([example, mine, ref]) => ({ example: String(example), run: mine, ref }));
+    const reference = run.ref ? new Map(runs.get(run.ref).examples) : new Map();
+    const examples = run.examples
+      .filter(([example]) => reference.has(example))
+      .map(([example, nll]) => ({ example: String(example), run: nll, ref: reference.get(example) }));
     if (views["run-train"]) views["run-train"].data("train", train).runAsync();
     if (views["run-examples"]) views["run-examples"].data("examples", examples).runAsync();
     setText(
@@ -107,18 +119,18 @@
             "evaluations, not their training logs."
         : ""
     );
-    setText("run-examples-note", run.ref ? `${examples.length} test examples scored by both runs.` : run.note);
+    const thinned = run.examples.length < run.total_examples ? ` (every ${Math.ceil(run.total_examples / run.examples.length)}th of ${run.total_examples})` : "";
+    setText("run-examples-note", run.ref ? `${examples.length} test examples scored by both runs${thinned}.` : run.note);
     setText("run-manifest", JSON.stringify(run.manifest, null, 1));
     window.dispatchEvent(new Event("resize")); // a chart shown again measures its container
   }
   picker.addEventListener("change", () => showRun(picker.value));
 
-  Promise.all(embedded)
-    .then(() => {
-      if (picker.value) showRun(picker.value);
-      document.body.dataset.ready = "true";
-    })
-    .catch((error) => {
-      console.error(error);
-    });
-})();
+  try {
+    await Promise.all(embedded);
+    if (picker.value) showRun(picker.value);
+    document.body.dataset.ready = "true";
+  } catch (error) {
+    console.error(error);
+  }
+})().catch((error) => console.error(error));
