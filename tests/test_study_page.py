@@ -189,6 +189,20 @@ def test_the_fabricated_study_page_in_a_browser(fabricated, chromium):
     assert _charts_drawn(page) == []
     _check_leaderboard(page, summary)
 
+    # hovering a point of the forest plot shows its Δ, interval, p, TOST p and seeds (summary.json's, formatted)
+    forest = page.eval_on_selector_all(
+        "#forest div.chart", "charts => charts.filter(c => c.textContent.includes('jsb: Δ')).map(c => c.id)"
+    )[0]
+    page.hover(f"#{forest} g.mark-symbol path >> nth=0")
+    tooltip = page.wait_for_selector("#vg-tooltip-element.visible")
+    shown = tooltip.inner_text()
+    first = min(
+        (r for r in summary["domains"]["jsb"]["encodings"].values() if r["delta"] != ""),
+        key=lambda r: (r["rank"], r["encoding"]),
+    )
+    for text in (first["encoding"], f"{first['delta']:+.4f}", f"{first['p_tost']:.3g}", "p (Holm)", "seeds"):
+        assert text in shown, (text, shown)
+
     # sorting: the score column ascending, then descending; the encodings alphabetically
     page.click("#leaderboard-table th[data-key='score'] button")
     scores = _column(page, "leaderboard-table", "score")

@@ -39,7 +39,7 @@ from pipelines.analysis.results import DomainResult
 from pipelines.analysis.study import Study
 from pipelines.report.figures import binned_curve, encoding_colours
 from pipelines.report.verdicts import STOPPED_WORDS, family_of, verdict_label
-from pipelines.runs.layout import MANIFEST, RunFolder, RunKey, is_derived
+from pipelines.runs.layout import MANIFEST, RunFolder, is_derived
 from pipelines.runs.metrics import per_example_path, read_run_csv, read_run_json
 from pipelines.runs.train_log import read_training_curves
 
@@ -114,6 +114,7 @@ def _interval(lo, hi, digits: int, signed: bool = False) -> str:
 
 
 def _p(value) -> str:
+    """A p-value or variance to 3 significant digits (verdicts.p_text's form), nothing where summary.json has none."""
     return f"{value:.3g}" if isinstance(value, int | float) else ""
 
 
@@ -124,7 +125,8 @@ def plain_label(result: DomainResult, encoding: str) -> tuple[str, str]:
     if result.ref is None:
         return "", ""
     if encoding == result.ref:
-        return "reference", f"the reference: {result.verdicts.ref_note}" if result.verdicts else "the reference"
+        rule = result.verdicts.ref_note.replace("`", "") if result.verdicts else ""
+        return "reference", f"the reference: {rule}" if rule else "the reference"
     if entry is None or entry.verdict is None:
         return "", ""
     label = verdict_label(entry.verdict, family_of(result)).replace("**", "")
@@ -284,9 +286,9 @@ def forest_spec(result: DomainResult, summary: dict) -> dict | None:
         alt.Tooltip("lo:Q", title="interval from", format=f"+{fmt}"),
         alt.Tooltip("hi:Q", title="interval to", format=f"+{fmt}"),
         alt.Tooltip("level:Q", title="interval level", format=".0%"),
-        alt.Tooltip("p:Q", title="p (raw)", format=".3g"),
-        alt.Tooltip("p_holm:Q", title="p (Holm)", format=".3g"),
-        alt.Tooltip("p_tost:Q", title="p TOST", format=".3g"),
+        alt.Tooltip("p:Q", title="p (raw)", format=".3~g"),
+        alt.Tooltip("p_holm:Q", title="p (Holm)", format=".3~g"),
+        alt.Tooltip("p_tost:Q", title="p TOST", format=".3~g"),
         alt.Tooltip("seeds:N", title="seeds"),
         alt.Tooltip("label:N", title="verdict"),
     ]
@@ -440,7 +442,7 @@ def window_specs(study: Study, summary: dict, colours: Colours) -> list[dict]:
                 alt.Tooltip("past_delta:Q", title="Δ past L vs reference", format="+.4f"),
                 alt.Tooltip("past_delta_lo:Q", title="Δ interval from", format="+.4f"),
                 alt.Tooltip("past_delta_hi:Q", title="Δ interval to", format="+.4f"),
-                alt.Tooltip("past_p_holm:Q", title="p (Holm)", format=".3g"),
+                alt.Tooltip("past_p_holm:Q", title="p (Holm)", format=".3~g"),
                 alt.Tooltip("past_verdict:N", title="verdict past L"),
             ]
             base = alt.Chart(alt.Data(values=values)).encode(**encode)
@@ -474,8 +476,8 @@ def variance_spec(result: DomainResult, summary: dict) -> dict | None:
             y=alt.Y("component:N", sort=None, title=None),
             tooltip=[
                 alt.Tooltip("component:N"),
-                alt.Tooltip("variance:Q", format=".3g"),
-                alt.Tooltip("sd:Q", title="SD", format=".3g"),
+                alt.Tooltip("variance:Q", format=".3~g"),
+                alt.Tooltip("sd:Q", title="SD", format=".3~g"),
             ],
         )
         .properties(width="container", height=alt.Step(24), title=_title([result.domain, "SD of each component"]))
@@ -506,8 +508,8 @@ def run_specs() -> dict[str, dict]:
         alt.Chart(examples)
         .mark_point(filled=True, size=30, color="#0969da")
         .encode(
-            x=alt.X("ref:Q", title="the reference's score, same seed", scale=alt.Scale(zero=False)),
-            y=alt.Y("run:Q", title="this run's score", scale=alt.Scale(zero=False)),
+            x=alt.X("ref:Q", title="test NLL per example: the reference, same seed", scale=alt.Scale(zero=False)),
+            y=alt.Y("run:Q", title="this run", scale=alt.Scale(zero=False)),
             tooltip=[
                 alt.Tooltip("example:N"),
                 alt.Tooltip("run:Q", title="this run", format=".4f"),
@@ -824,6 +826,3 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
     if size > PAGE_BUDGET:
         raise PageTooLarge(f"{INDEX}: {size / 2**20:.1f} MiB, over the page budget of {PAGE_BUDGET / 2**20:.0f} MiB")
     return page
-
-
-__all__ = ["INDEX", "PAGE_BUDGET", "PageTooLarge", "RunKey", "study_page", "vega_bundle"]

@@ -119,7 +119,8 @@
             "evaluations, not their training logs."
         : ""
     );
-    const thinned = run.examples.length < run.total_examples ? ` (every ${Math.ceil(run.total_examples / run.examples.length)}th of ${run.total_examples})` : "";
+    const stride = Math.ceil(run.total_examples / Math.max(run.examples.length, 1));
+    const thinned = stride > 1 ? ` (one in ${stride} of its ${run.total_examples})` : "";
     setText("run-examples-note", run.ref ? `${examples.length} test examples scored by both runs${thinned}.` : run.note);
     setText("run-manifest", JSON.stringify(run.manifest, null, 1));
     window.dispatchEvent(new Event("resize")); // a chart shown again measures its container
