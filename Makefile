@@ -56,7 +56,7 @@ train: $(ENV_STAMP) ## Train a domain's roster x seeds (DOMAIN=.. or all, ROSTER
 	$(PY) -m pipelines.sweep --domain $(DOMAIN) $(if $(ENCODINGS),--encodings $(ENCODINGS),--roster $(ROSTER)) \
 		--seeds $(SEEDS) --preset $(PRESET) --launcher $(LAUNCHER) $(ARGS)
 
-compare: $(ENV_STAMP) ## Compare the runs: results/summary.md (+ csv, json, figures) and results/<domain>/ (WITH=docs/results/<study>)
+compare: $(ENV_STAMP) ## Compare the runs: results/summary.md (+ csv, json, figures, index.html) and results/<domain>/ (WITH=docs/results/<study>)
 	$(PY) -m pipelines.compare --domains $(DOMAINS) --runs runs --out results $(if $(REF),--ref $(REF)) \
 		$(if $(filter 1,$(STRICT)),--strict) $(if $(WITH),--with $(WITH))
 
@@ -64,7 +64,7 @@ settle: $(ENV_STAMP) ## Train the seeds a domain's verdicts need, group-sequenti
 	$(PY) -m pipelines.settle --domain $(DOMAIN) --max-seeds $(MAX_SEEDS) $(if $(filter 1,$(PLAN)),--plan) \
 		$(if $(WITH),--with $(WITH)) $(ARGS)
 
-publish: $(ENV_STAMP) ## Write the runs' evidence into a study folder others can join (DOMAINS=jsb STUDY=docs/results/...)
+publish: $(ENV_STAMP) ## Write the runs' evidence, report and page into a study folder others can join (DOMAINS=jsb STUDY=docs/results/...)
 	$(PY) -m pipelines.publish --runs runs --domains $(DOMAINS) --out $(STUDY) $(if $(WITH),--with $(WITH))
 
 reproduce: $(ENV_STAMP) ## Re-train published runs and compare them with the study (STUDY=docs/results/... RUNS="rope10k/0")

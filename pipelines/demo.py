@@ -2,8 +2,8 @@
 
 Trains the tiny preset for every encoding of the full roster x 3 seeds x two tasks the tiny model learns
 (reverse_string, deterministic context-free, and the needle retrieval probe; the regular-language tasks stay at
-chance at this scale), in warm worker processes (pipelines.sweep), then prints the comparison table and the path
-of the figure.
+chance at this scale), in warm worker processes (pipelines.sweep), then prints the comparison table and the paths
+of the figure and of the study's page (results/demo/index.html).
 
     python -m pipelines.demo [--roster full] [--tasks parity needle ...] [--seeds 0 1 2] [--preset tiny] [--jobs 2]
                              [-- extra Hydra overrides for every run]
@@ -18,11 +18,13 @@ import time
 from pathlib import Path
 
 from domains.synthetic.registry import get_task
-from pipelines.analysis.domain import analyse_runs
+from pipelines.analysis.study import analyse_study
 from pipelines.experiment.config import datamodule_class, roster
 from pipelines.launch.jobs import plan
 from pipelines.launch.local import run_local
-from pipelines.report.domain import PER_TASK_FIGURES, write_domain_report
+from pipelines.report.domain import PER_TASK_FIGURES
+from pipelines.report.html import INDEX
+from pipelines.report.study import write_study_report
 
 DOMAIN = "synthetic"
 
@@ -52,10 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     failures = run_local(jobs, workers=args.jobs, isolate=False, live=False)
 
-    summary = write_domain_report(analyse_runs(args.runs, DOMAIN), args.out / DOMAIN)
+    # the study of the one domain, as `make compare` writes it: results/demo/synthetic/ and the study's page
+    write_study_report(analyse_study(args.runs, [DOMAIN], None), args.out)
+    summary = args.out / DOMAIN / "summary.md"
     print()
     print(summary.read_text())
     print(f"figure: {summary.parent / PER_TASK_FIGURES[0]}")
+    print(f"page: {args.out / INDEX} (open it in a browser: sortable tables, every run's curves)")
     print(f"demo wall time: {time.perf_counter() - began:.0f} s")
     for job in failures:
         print(f"failed run: {job.label}: {job.error}", file=sys.stderr)

@@ -4,10 +4,12 @@
                                 [--with docs/results/<study> ...]
 
 Writes study.json, runs.json.gz, per_example.csv.gz, per_position/<encoding>.csv.gz (and settle/<domain>.json) into OUT
-(pipelines.runs.published). Only finished runs are published; runs of one domain (or task) that differ in what a
-comparison holds fixed are refused, naming the run. --with publishes a published study's runs joined to the local
-ones (pipelines.runs.published.join, as `make compare WITH=...` reads them): how a study grown by
-`make settle WITH=...` is published again, into its own folder or another.
+(pipelines.runs.published), and beside them the study's report from the same runs, as `make compare` writes it:
+summary.md/csv/json, the figures, the per-domain folders and index.html (pipelines.report.study). Only finished runs
+are published; runs of one domain (or task) that differ in what a comparison holds fixed are refused, naming the run.
+--with publishes a published study's runs joined to the local ones (pipelines.runs.published.join, as
+`make compare WITH=...` reads them): how a study grown by `make settle WITH=...` is published again, into its own
+folder or another.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from pipelines.analysis.evidence import EvidenceError
+from pipelines.analysis.study import analyse_study
 from pipelines.experiment.config import domain_names
+from pipelines.report.study import write_study_report
 from pipelines.runs.metrics import RunFileError
 from pipelines.runs.published import (
     RUNS,
@@ -45,11 +50,15 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="posbench-publish-") as scratch:
             studies = [read_study(folder) for folder in args.with_studies]
             runs_root, _ = joined_runs(args.runs, studies, Path(scratch), args.domains)
+            report = analyse_study(runs_root, args.domains, None)  # before anything is written: it may refuse
             study = export_study(runs_root, args.domains, args.out, args.tolerance)
-    except (StudyError, RunFileError, FileNotFoundError) as error:
+            report.runs_root = Path(" + ".join(map(str, [args.runs, *args.with_studies])))
+            write_study_report(report, args.out)
+    except (StudyError, RunFileError, FileNotFoundError, EvidenceError) as error:
         parser.exit(1, f"error: {error}\n")
     count = sum(len(labels) for labels in study["domains"].values())
     print(f"published {count} runs of {', '.join(args.domains)} into {args.out} ({STUDY}, {RUNS}, ...)")
+    print(f"the study's report: {args.out / 'summary.md'}, its page: {args.out / 'index.html'}")
     return 0
 
 

@@ -26,7 +26,7 @@ from pipelines.analysis.sequential import DEFAULT_REF, Comparator, read_design
 from pipelines.analysis.stats import FriedmanResult, cd_groups, friedman, summarise_ranks
 from pipelines.analysis.verdict import BOOTSTRAP_SEED
 from pipelines.experiment.config import domain_names
-from pipelines.runs.layout import discover_runs, present_domains
+from pipelines.runs.layout import RunFolder, discover_runs, present_domains
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,7 @@ class Study:
     # the mean rank's uncertainty over training seeds: encoding -> (2.5%, 97.5% percentiles, P(best mean rank))
     rank_interval: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     recency: StudyRecency = field(default_factory=lambda: StudyRecency([], []))  # the inspected runs' attention
+    runs: list[RunFolder] = field(default_factory=list)  # the run folders compared (the study page's one-run view)
 
     @property
     def domains(self) -> list[str]:
@@ -261,4 +262,5 @@ def analyse_study(runs_root: Path, domains: list[str] | None, ref: str | None) -
         raise FileNotFoundError(f"no finished run under {runs_root} for {', '.join(names)}")
     study = build_study(runs_root, ref, results, unfinished)
     study.recency = study_recency(compared)
+    study.runs = compared
     return study

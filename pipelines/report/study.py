@@ -1,5 +1,6 @@
 """The study's output folder: every domain's report in <out>/<domain>/, then summary.md, summary.csv,
-summary.json (strict JSON: NaN becomes null), figure3.png, nll_by_position.png (domains compared per example),
+summary.json (strict JSON: NaN becomes null), index.html (the study's page, rendered from the summary.json object:
+pipelines.report.html), figure3.png, nll_by_position.png (domains compared per example),
 cd_<blocks>.png (when a Friedman test ran), extrapolation.csv (when a split past the training length was
 scored) and recency.png (when some run was inspected: `python -m pipelines.inspect`). All or nothing
 (pipelines.report.files.publish): everything is rendered into a fresh folder first, and a failure leaves the
@@ -17,6 +18,7 @@ from pipelines.analysis.results import DomainResult, Entry
 from pipelines.analysis.study import BlockTest, Study
 from pipelines.report.domain import render_domain_report, verdict_record
 from pipelines.report.files import jsonable, publish, write_csv
+from pipelines.report.html import INDEX, study_page
 from pipelines.report.study_figures import plot_cd, plot_figure3, plot_positions_study, plot_recency_study
 from pipelines.report.study_markdown import cd_figure, study_markdown
 from pipelines.report.verdicts import marks
@@ -26,6 +28,7 @@ POSITIONS_FIGURE = "nll_by_position.png"
 EXTRAPOLATION_CSV = "extrapolation.csv"
 RECENCY_FIGURE = "recency.png"
 STUDY_FILES = (
+    INDEX,
     "summary.md",
     "summary.csv",
     "summary.json",
@@ -72,6 +75,12 @@ STUDY_CSV_HEADER = [
 ]
 
 
+# the verdict's fields summary.json carries beyond the CSV's columns: the interval the verdict rests on (the forest
+# plot draws it, as nll.png does), the look and level that decided it, the seeds of the pair, P(better)'s interval
+PAGE_FIELDS = ("decision_level", "decision_lo", "decision_hi", "verdict_look", "verdict_alpha", "pair_seeds")
+PAGE_FIELDS += ("p_better_lo", "p_better_hi")
+
+
 def write_study_report(study: Study, out: Path) -> Path:
     """Write the per-domain reports and the study files into `out`, all or nothing; return its summary.md."""
     out = Path(out)
@@ -105,10 +114,15 @@ def render_study(study: Study, folder: Path) -> list[str]:
     if extrapolation:
         write_csv(folder / EXTRAPOLATION_CSV, list(extrapolation[0]), [list(row.values()) for row in extrapolation])
         written.append(EXTRAPOLATION_CSV)
-    write_json(folder / "summary.json", jsonable(_study_json(study, records, extrapolation)))
+    summary = jsonable(_study_json(study, records, extrapolation))
+    write_json(folder / "summary.json", summary)
     figures = [name for name in written if name.endswith(".png")]
     write_text(folder / "summary.md", study_markdown(study, figures, extrapolation))
-    return [*study.domains, "summary.md", "summary.csv", "summary.json", *written]
+    # the page renders the very object summary.json holds: its numbers are summary.json's, never recomputed
+    links = {"summary.md": "summary.md", "summary.csv": "summary.csv", "summary.json": "summary.json"}
+    links.update({f"{domain}/summary.md": f"{domain}/summary.md" for domain in study.domains})
+    write_text(folder / INDEX, study_page(study, summary, links))
+    return [*study.domains, "summary.md", "summary.csv", "summary.json", INDEX, *written]
 
 
 def extrapolation_rows(study: Study) -> list[dict]:
@@ -183,6 +197,8 @@ def _entry_record(result: DomainResult, entry: Entry, rank: float) -> dict:
         "seed_p": record["seed_p"],
         "seed_p_holm": record["seed_p_holm"],
         "p_tost": record["p_tost"],
+        # summary.json only (not CSV columns): what the study page's forest plot and looks show beside Δ
+        **{key: record[key] for key in PAGE_FIELDS},
         "mark": marks(entry.verdict),
         "paper_mean_diff": test.mean_diff if test else math.nan,
         "paper_p": test.p if test else math.nan,
@@ -298,6 +314,7 @@ def _study_json(study: Study, records: list[dict], extrapolation: list[dict]) ->
             result.domain: {
                 "metric": result.metric.name,
                 "lower_is_better": not result.metric.higher_is_better,
+                "equivalence_region": result.metric.equivalence,
                 "preset": result.preset,
                 "interval": result.interval,
                 "seeds": {"used": result.seeds.used, "expected": result.seeds.expected},

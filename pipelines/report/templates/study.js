@@ -1,0 +1,137 @@
+// The study page's behaviour: sortable tables, the domain filter, the charts (vega-embed, embedded above), the YaRN
+// toggle and the one-run view. It reads only the page: the specs and runs in the JSON script elements, the table
+// cells' data-value attributes (summary.json's numbers, written exactly).
+(async function () {
+  "use strict";
+
+  // the JSON the page carries gzipped in base64 (pipelines.report.html._packed_json)
+  async function unpack(id) {
+    const text = atob(document.getElementById(id).textContent.trim());
+    const bytes = Uint8Array.from(text, (character) => character.charCodeAt(0));
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return JSON.parse(await new Response(stream).text());
+  }
+
+  const charts = await unpack("charts-data");
+  const runs = new Map((await unpack("runs-data")).map((run) => [run.label, run]));
+  const views = {};
+
+  // ------------------------------------------------------------------------------------------- sorting
+
+  function cellValue(cell) {
+    const text = cell.dataset.value;
+    if (text === undefined || text === "") return null;
+    const number = Number(text);
+    return Number.isNaN(number) ? text : number;
+  }
+
+  function compare(x, y, ascending) {
+    if (x === null && y === null) return 0;
+    if (x === null) return 1; // a missing value sorts last either way
+    if (y === null) return -1;
+    const order = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+    return ascending ? order : -order;
+  }
+
+  document.querySelectorAll("table.sortable").forEach((table) => {
+    const headers = Array.from(table.tHead.rows[0].cells);
+    headers.forEach((header, column) => {
+      header.querySelector("button").addEventListener("click", () => {
+        const ascending = header.getAttribute("aria-sort") !== "ascending";
+        headers.forEach((other) => other.removeAttribute("aria-sort"));
+        header.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+        const body = table.tBodies[0];
+        const rows = Array.from(body.rows);
+        rows.sort((a, b) => compare(cellValue(a.cells[column]), cellValue(b.cells[column]), ascending));
+        rows.forEach((row) => body.appendChild(row));
+      });
+    });
+  });
+
+  // ------------------------------------------------------------------------------------- domain filter
+
+  const filter = document.getElementById("domain-filter");
+  const picker = document.getElementById("run-picker");
+
+  function applyFilter() {
+    const chosen = filter.value;
+    document.querySelectorAll("[data-domain]").forEach((element) => {
+      element.hidden = chosen !== "all" && element.dataset.domain !== chosen;
+    });
+    const current = picker.selectedOptions[0];
+    if (current && current.hidden) {
+      const first = Array.from(picker.options).find((option) => !option.hidden);
+      if (first) {
+        picker.value = first.value;
+        showRun(first.value);
+      }
+    }
+    window.dispatchEvent(new Event("resize")); // charts sized to their container measure it again once shown
+  }
+  filter.addEventListener("change", applyFilter);
+
+  // -------------------------------------------------------------------------------------------- charts
+
+  const embedded = Array.from(document.querySelectorAll("div.chart[data-chart]")).map((element) =>
+    vegaEmbed(element, charts[element.dataset.chart], { actions: false, renderer: "svg" }).then((result) => {
+      views[element.dataset.chart] = result.view;
+      element.dataset.rendered = "true";
+    })
+  );
+
+  const yarn = document.getElementById("show-yarn");
+  if (yarn) {
+    yarn.addEventListener("change", () => {
+      document.querySelectorAll("div.chart[data-yarn]").forEach((element) => {
+        const view = views[element.dataset.chart];
+        if (view) view.signal("show_yarn", yarn.checked).runAsync();
+      });
+    });
+  }
+
+  // ------------------------------------------------------------------------------------------- one run
+
+  function setText(id, text) {
+    document.getElementById(id).textContent = text;
+  }
+
+  function showRun(label) {
+    const run = runs.get(label);
+    if (!run) return;
+    const train = (run.train || []).map(([curve, step, loss]) => ({ curve, step, loss }));
+    const reference = run.ref ? new Map(runs.get(run.ref).examples) : new Map();
+    const examples = run.examples
+      .filter(([example]) => reference.has(example))
+      .map(([example, nll]) => ({ example: String(example), run: nll, ref: reference.get(example) }));
+    if (views["run-train"]) views["run-train"].data("train", train).runAsync();
+    if (views["run-examples"]) views["run-examples"].data("examples", examples).runAsync();
+    setText(
+      "run-note",
+      `${run.label}: encoding ${run.encoding}, seed ${run.seed}` +
+        (run.ref ? `; compared example by example with ${run.ref}.` : `; ${run.note}.`)
+    );
+    // a run without a training log shows why instead of an empty chart
+    document.getElementById("run-train").hidden = run.train === null;
+    setText(
+      "run-train-note",
+      run.train === null
+        ? "This run folder holds no training log (logs/metrics.csv): a published study carries its runs' " +
+            "evaluations, not their training logs."
+        : ""
+    );
+    const stride = Math.ceil(run.total_examples / Math.max(run.examples.length, 1));
+    const thinned = stride > 1 ? ` (one in ${stride} of its ${run.total_examples})` : "";
+    setText("run-examples-note", run.ref ? `${examples.length} test examples scored by both runs${thinned}.` : run.note);
+    setText("run-manifest", JSON.stringify(run.manifest, null, 1));
+    window.dispatchEvent(new Event("resize")); // a chart shown again measures its container
+  }
+  picker.addEventListener("change", () => showRun(picker.value));
+
+  try {
+    await Promise.all(embedded);
+    if (picker.value) showRun(picker.value);
+    document.body.dataset.ready = "true";
+  } catch (error) {
+    console.error(error);
+  }
+})().catch((error) => console.error(error));

@@ -1,0 +1,111 @@
+"""Headless Chromium for the study page's tests (tests/test_study_page.py) and its screenshots: Debian's `chromium`
+(.ci/run installs it with apt where it is missing) driven by Playwright's Python package, which is told where the
+browser is and never downloads one. The network is off: the context is offline and every request that is not for a
+file:// or data: URL is aborted and recorded, so a page that reaches for a CDN fails its test.
+
+    python -m tests.browser PAGE.html OUT.png WIDTH     # a full-page screenshot at WIDTH CSS pixels
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CHROMIUM_FLAGS = [
+    "--headless=new",
+    "--no-sandbox",  # the tests run as root here and in CI
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+READY_TIMEOUT_MS = 120_000  # the page's scripts mark <body data-ready> once every chart is drawn (2 busy cores)
+
+
+def chromium_path() -> str | None:
+    """The Chromium to drive: $POSBENCH_CHROMIUM, else Debian's `chromium` on the PATH."""
+    return os.environ.get("POSBENCH_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def why_no_browser() -> str | None:
+    """Why no browser can be had here (the tests' skip reason), or None when one can."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "Playwright's Python package is not installed (the dev extra: make env)"
+    if chromium_path() is None:
+        return "no Chromium on this machine (apt-get install chromium; .ci/run installs it where it can)"
+    return None
+
+
+@dataclass
+class PageLog:
+    """What a page did while it was open: console errors, uncaught exceptions, requests off the machine."""
+
+    errors: list[str] = field(default_factory=list)
+    network: list[str] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def browser() -> Iterator:
+    """A Playwright Chromium browser (headless, fresh profile); the caller opens pages with open_page."""
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory(prefix="posbench-chromium-") as profile, sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            profile,
+            executable_path=chromium_path(),
+            args=CHROMIUM_FLAGS,
+            headless=True,
+            offline=True,
+            viewport={"width": 1280, "height": 900},
+        )
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+def open_page(context, path: Path, width: int = 1280) -> tuple:
+    """(page, log): `path` opened from disk at `width` CSS pixels, waited on until its charts are drawn."""
+    log = PageLog()
+    page = context.new_page()
+    page.set_viewport_size({"width": width, "height": 900})
+
+    def route(handle) -> None:
+        url = handle.request.url
+        if url.startswith(("file:", "data:", "blob:", "about:")):
+            handle.continue_()
+        else:
+            log.network.append(url)
+            handle.abort()
+
+    page.route("**/*", route)
+    page.on("console", lambda message: log.errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: log.errors.append(f"uncaught: {error}"))
+    page.goto(Path(path).resolve().as_uri())
+    page.wait_for_selector("body[data-ready='true']", timeout=READY_TIMEOUT_MS, state="attached")
+    return page, log
+
+
+def screenshot(path: Path, out: Path, width: int) -> None:
+    with browser() as context:
+        page, log = open_page(context, path, width)
+        if log.errors or log.network:
+            raise SystemExit(f"{path}: console errors {log.errors}, network requests {log.network}")
+        page.screenshot(path=str(out), full_page=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        raise SystemExit(__doc__)
+    screenshot(Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]))

@@ -1,0 +1,354 @@
+"""The study's page (issue 34): index.html beside summary.md, checked in headless Chromium with the network off.
+
+The fabricated study of tests/test_study.py (jsb and maestro compared per example, the synthetic tasks, YaRN rows,
+a split past the training length), with a make-settle design on jsb and a training log in every run folder, is
+compared as `make compare` does; its page must open with no console error and no request off the machine, draw every
+chart, show summary.json's numbers in its leaderboard, sort, filter by domain, toggle YaRN and show one run. The
+published JSB study's page must show its own summary.json's numbers (a page left stale by a new compare fails)."""
+
+from __future__ import annotations
+
+import json
+import math
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipelines.analysis.sequential import SETTLE_FILE, Design
+from pipelines.publish import main as publish_main
+from pipelines.report import html as study_html
+from pipelines.report.html import INDEX, PAGE_BUDGET
+from pipelines.runs.layout import TRAIN_METRICS, RunFolder, RunKey
+from pipelines.runs.metrics import RunFileError
+from pipelines.runs.train_log import read_training_curves
+from tests.browser import browser, open_page, why_no_browser
+from tests.run_fixtures import lm_domain, study, write_csv
+from tests.test_study import _study_tree
+
+REPO = Path(__file__).resolve().parents[1]
+JSB_STUDY = REPO / "docs" / "results" / "jsb-cpu"
+NO_BROWSER = why_no_browser()
+needs_browser = pytest.mark.skipif(NO_BROWSER is not None, reason=f"no browser can be had: {NO_BROWSER}")
+# leaderboard column -> (summary.json field of the value, of the interval's ends)
+NUMBER_COLUMNS = {
+    "score": ("score", "within_lo", "within_hi"),
+    "delta": ("delta", "delta_lo", "delta_hi"),
+    "p_holm": ("seed_p_holm", None, None),
+    "p_tost": ("p_tost", None, None),
+    "p_better": ("p_better", None, None),
+    "rank": ("rank", None, None),
+}
+X = np.array([0.2, 1.4, 0.6, 2.5, 1.0, 0.8])
+JSB_DESIGN = Design((0, 1, 2), (2, 3), ref="darope", encodings=("hope", "nope", "rope10k"))
+
+
+def _training_log(run_dir: Path, final: float) -> None:
+    """logs/metrics.csv as Lightning's CSVLogger writes it: training rows and validation rows, each leaving the
+    other's columns blank."""
+    (run_dir / "logs").mkdir()
+    rows = [[step, f"{final + 2.0 / (1 + step):.6f}", "0.001", ""] for step in range(0, 40, 5)]
+    rows += [[step, "", "", f"{final + 0.1 + 1.0 / (1 + step):.6f}"] for step in (19, 39)]
+    write_csv(run_dir / TRAIN_METRICS, ["step", "train/loss", "lr", "val/loss"], rows)
+
+
+@pytest.fixture(scope="module")
+def fabricated(tmp_path_factory):
+    """(results folder, summary.json) of the fabricated study with a design on jsb and training logs."""
+    root = tmp_path_factory.mktemp("page")
+    runs = root / "runs"
+    _study_tree(runs)
+    (runs / "jsb" / SETTLE_FILE).write_text(json.dumps({"design": JSB_DESIGN.to_json(), "looks": []}))
+    for manifest in runs.rglob("manifest.json"):
+        if "+" not in manifest.parent.parent.name:  # YaRN rows are evaluations: nothing was trained
+            _training_log(manifest.parent, 1.0)
+    study(runs, None, root / "results", ref="darope")
+    out = root / "results"
+    return out, json.loads((out / "summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    if NO_BROWSER is not None:
+        pytest.skip(f"no browser can be had: {NO_BROWSER}")
+    with browser() as context:
+        yield context
+
+
+def test_compare_writes_one_self_contained_page_beside_summary_md(fabricated):
+    out, summary = fabricated
+    page = (out / INDEX).read_text()
+    assert 500_000 < len(page.encode()) < PAGE_BUDGET  # the embedded charting JavaScript, then the study's data
+    assert "window.vegaEmbed" in page  # embedded once, not fetched
+    assert page.count("window.vegaEmbed=") == 1
+    for reference in ('src="http', 'href="http', "src='http", "//cdn", "@import"):
+        assert reference not in page, reference
+    for link in ("summary.md", "summary.csv", "summary.json", "jsb/summary.md"):
+        assert f'href="{link}"' in page
+    # summary.json carries what the page shows beside Δ (the forest plot's interval, the region, the look)
+    assert summary["domains"]["jsb"]["equivalence_region"] == 0.005
+    hope = summary["domains"]["jsb"]["encodings"]["hope"]
+    assert hope["decision_level"] in (0.95, 1 - 2 * hope["verdict_alpha"]) and hope["verdict_look"] in (1, 2)
+
+
+def _rows(page, table: str) -> list[dict]:
+    """Every body row of a table as {column key: {value, lo, hi, text}} plus its domain and encoding."""
+    return page.eval_on_selector_all(
+        f"#{table} tbody tr",
+        """rows => rows.map(row => ({
+            domain: row.dataset.domain || null,
+            encoding: row.dataset.encoding,
+            visible: row.offsetParent !== null,
+            cells: Object.fromEntries(Array.from(row.cells).map(cell => [cell.dataset.key, {
+                value: cell.dataset.value, lo: cell.dataset.lo ?? null, hi: cell.dataset.hi ?? null,
+                text: (cell.querySelector('.value') || cell).textContent.trim(),
+                interval: (cell.querySelector('.sub') || {textContent: ''}).textContent.trim()}]))
+        }))""",
+    )
+
+
+def _number(text: str | None):
+    return None if text in (None, "") else json.loads(text)
+
+
+def _rounding(text: str) -> float:
+    """Half a unit of the last decimal `text` shows (and a little more for float noise)."""
+    return 0.51 * 10 ** -len(text.split(".")[1])
+
+
+def _check_leaderboard(page, summary: dict) -> None:
+    """Every (domain, encoding) of summary.json has a row whose values are summary.json's, exactly, and whose
+    text shows them rounded; the mean-rank table likewise."""
+    rows = _rows(page, "leaderboard-table")
+    expected = {(d, e) for d, domain in summary["domains"].items() for e in domain["encodings"]}
+    assert {(row["domain"], row["encoding"]) for row in rows} == expected
+    for row in rows:
+        domain = summary["domains"][row["domain"]]
+        record = domain["encodings"][row["encoding"]]
+        for column, (field, lo, hi) in NUMBER_COLUMNS.items():
+            cell, value = row["cells"][column], record[field]
+            value = None if value == "" else value
+            assert _number(cell["value"]) == value, (row["domain"], row["encoding"], column)
+            if lo is not None and isinstance(record[lo], float):
+                assert (_number(cell["lo"]), _number(cell["hi"])) == (record[lo], record[hi])
+                shown = [float(end) for end in cell["interval"].strip("[]").split(",")]
+                assert shown == pytest.approx([record[lo], record[hi]], abs=_rounding(cell["text"]))
+            if isinstance(value, float) and column in ("score", "delta", "p_better"):
+                assert math.isclose(float(cell["text"]), value, abs_tol=_rounding(cell["text"]))
+        assert _number(row["cells"]["region"]["value"]) == domain["equivalence_region"]
+        assert row["cells"]["verdict"]["value"] == (
+            record["verdict"] or ("reference" if row["encoding"] == domain["reference"] else "")
+        )
+        assert _number(row["cells"]["seeds"]["value"]) == len(record["seeds"])
+    ranks = _rows(page, "mean-rank-table")
+    assert {row["encoding"] for row in ranks} == set(summary["mean_rank"])
+    for row in ranks:
+        record = summary["mean_rank"][row["encoding"]]
+        cells = row["cells"]
+        assert _number(cells["mean_rank"]["value"]) == record["mean"]
+        assert _number(cells["se"]["value"]) == record["se"]
+        assert [_number(cells["range"]["lo"]), _number(cells["range"]["hi"])] == record["ci_over_seeds"]
+        assert _number(cells["p_rank_1"]["value"]) == record["p_rank_1"]
+
+
+def _assert_clean(log) -> None:
+    assert not log.errors, log.errors
+    assert not log.network, f"the page reached for the network: {log.network}"
+
+
+def _charts_drawn(page) -> list[str]:
+    """The charts without an SVG or canvas after the scripts ran."""
+    return page.eval_on_selector_all(
+        "div.chart[data-chart]",
+        "charts => charts.filter(c => !c.querySelector('svg, canvas') || c.dataset.rendered !== 'true').map(c => c.id)",
+    )
+
+
+def _column(page, table: str, key: str) -> list:
+    values = page.eval_on_selector_all(
+        f"#{table} tbody tr:not([hidden]) td[data-key='{key}']", "cells => cells.map(c => c.dataset.value)"
+    )
+    return [_number(v) if key != "encoding" else v for v in values]
+
+
+def _sorted_with_missing_last(values: list, reverse: bool) -> list:
+    present = sorted((v for v in values if v is not None), reverse=reverse)
+    return present + [None] * (len(values) - len(present))
+
+
+@needs_browser
+def test_the_fabricated_study_page_in_a_browser(fabricated, chromium):
+    out, summary = fabricated
+    page, log = open_page(chromium, out / INDEX)
+    _assert_clean(log)
+    charts = page.eval_on_selector_all("div.chart[data-chart]", "charts => charts.map(c => c.id)")
+    # forest plots (jsb, maestro, synthetic), positions (3 test splits, maestro test_4x, 2 synthetic tasks test_2x),
+    # windows (maestro, 2 synthetic tasks), variance (3 domains), and the one-run view's two charts
+    assert len(charts) >= 14, charts
+    assert _charts_drawn(page) == []
+    _check_leaderboard(page, summary)
+
+    # hovering a point of the forest plot shows its Δ, interval, p, TOST p and seeds (summary.json's, formatted)
+    forest = page.eval_on_selector_all(
+        "#forest div.chart", "charts => charts.filter(c => c.textContent.includes('jsb: Δ')).map(c => c.id)"
+    )[0]
+    page.hover(f"#{forest} g.mark-symbol path >> nth=0")
+    tooltip = page.wait_for_selector("#vg-tooltip-element.visible")
+    shown = tooltip.inner_text()
+    first = min(
+        (r for r in summary["domains"]["jsb"]["encodings"].values() if r["delta"] != ""),
+        key=lambda r: (r["rank"], r["encoding"]),
+    )
+    for text in (first["encoding"], f"{first['delta']:+.4f}", f"{first['p_tost']:.3g}", "p (Holm)", "seeds"):
+        assert text in shown, (text, shown)
+
+    # sorting: the score column ascending, then descending; the encodings alphabetically
+    page.click("#leaderboard-table th[data-key='score'] button")
+    scores = _column(page, "leaderboard-table", "score")
+    assert scores == _sorted_with_missing_last(scores, reverse=False) and len(scores) == 12
+    page.click("#leaderboard-table th[data-key='score'] button")
+    assert _column(page, "leaderboard-table", "score") == _sorted_with_missing_last(scores, reverse=True)
+    page.click("#leaderboard-table th[data-key='encoding'] button")
+    names = _column(page, "leaderboard-table", "encoding")
+    assert names == sorted(names) and len(set(names)) == 4
+    page.click("#mean-rank-table th[data-key='p_rank_1'] button")
+    p_best = _column(page, "mean-rank-table", "p_rank_1")
+    assert p_best == sorted(p_best)
+
+    # the domain filter hides every other domain's rows, charts, looks and runs
+    page.select_option("#domain-filter", "maestro")
+    rows = _rows(page, "leaderboard-table")
+    assert {row["domain"] for row in rows if row["visible"]} == {"maestro"}
+    assert all(not row["visible"] for row in rows if row["domain"] != "maestro")
+    shown = page.eval_on_selector_all(
+        "figure[data-domain]", "figures => figures.filter(f => f.offsetParent !== null).map(f => f.dataset.domain)"
+    )
+    assert shown and set(shown) == {"maestro"}
+    assert page.is_hidden("#looks [data-domain='jsb']")
+    options = page.eval_on_selector_all("#run-picker option:not([hidden])", "o => o.map(x => x.value)")
+    assert options and all(label.startswith("maestro/") for label in options)
+    assert page.input_value("#run-picker").startswith("maestro/")
+    page.select_option("#domain-filter", "all")
+    assert all(row["visible"] for row in _rows(page, "leaderboard-table"))
+
+    # YaRN rows: maestro's test_4x panel draws rope10k+yarn's curve until the toggle hides it
+    panel = page.eval_on_selector_all(
+        "#extrapolation div.chart", "charts => charts.filter(c => c.textContent.includes('test_4x')).map(c => c.id)"
+    )[0]
+    lines = f"#{panel} g.mark-line path"
+    before = page.eval_on_selector_all(lines, "paths => paths.length")
+    page.uncheck("#show-yarn")
+    page.wait_for_function(f"document.querySelectorAll('{lines}').length === {before - 1}")
+    page.check("#show-yarn")
+    page.wait_for_function(f"document.querySelectorAll('{lines}').length === {before}")
+
+    # looks: jsb's design, one column per look, the deciding look outlined
+    looks = page.eval_on_selector_all("#looks table.looks thead th", "cells => cells.map(c => c.textContent)")
+    assert [text for text in looks if text.startswith("look")] == [
+        "look 12 seeds (+0, 1), α 0.025",
+        "look 23 seeds (+2), α 0.025",
+    ]
+    assert page.eval_on_selector_all("#looks td.decided", "cells => cells.length") >= 1
+
+    # one run: its manifest, its training curves and its 5 test examples against darope's of the same seed
+    page.select_option("#run-picker", "jsb/nope/seed1")
+    page.wait_for_function("document.querySelectorAll('#run-examples g.mark-symbol path').length === 5")
+    assert "jsb/darope/seed1" in page.text_content("#run-note")
+    manifest = json.loads(page.text_content("#run-manifest"))
+    assert manifest["run"] == {**manifest["run"], "pe_id": "nope", "seed": 1}
+    train_lines = page.eval_on_selector_all("#run-train g.mark-line path", "paths => paths.length")
+    assert train_lines == 2  # training and validation
+    _assert_clean(log)
+
+
+@needs_browser
+def test_the_page_reads_at_a_phone_width(fabricated, chromium):
+    """At 390 px nothing makes the page itself wider than the screen: wide tables scroll inside their box."""
+    out, _ = fabricated
+    page, log = open_page(chromium, out / INDEX, width=390)
+    _assert_clean(log)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert _charts_drawn(page) == []
+
+
+@needs_browser
+@pytest.mark.skipif(not (JSB_STUDY / INDEX).is_file(), reason="the JSB study has no page yet")
+def test_the_published_jsb_page_shows_its_own_summary(chromium):
+    page, log = open_page(chromium, JSB_STUDY / INDEX)
+    _assert_clean(log)
+    assert _charts_drawn(page) == []
+    _check_leaderboard(page, json.loads((JSB_STUDY / "summary.json").read_text()))
+    assert (JSB_STUDY / INDEX).stat().st_size < PAGE_BUDGET
+
+
+class _Cells(HTMLParser):
+    """The leaderboard's cells as the HTML file holds them: (domain, encoding) -> column -> data-value."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: dict[tuple[str, str], dict[str, str]] = {}
+        self.in_table, self.row = False, None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "table":
+            self.in_table = attrs.get("id") == "leaderboard-table"
+        elif self.in_table and tag == "tr" and "data-domain" in attrs:
+            self.row = self.rows.setdefault((attrs["data-domain"], attrs["data-encoding"]), {})
+        elif self.in_table and self.row is not None and tag == "td":
+            self.row[attrs["data-key"]] = attrs.get("data-value", "")
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self.in_table, self.row = False, None
+
+
+def test_publish_writes_the_study_page_beside_its_evidence(tmp_path, capsys):
+    """make publish: the evidence, and from the same runs the report and the page (whose leaderboard holds the
+    summary.json beside it, read here from the file without a browser)."""
+    lm_domain(tmp_path / "runs", "jsb", {"darope": X, "nope": X + 0.3, "hope": X + 0.01})
+    out = tmp_path / "study"
+    assert publish_main(["--runs", str(tmp_path / "runs"), "--domains", "jsb", "--out", str(out)]) == 0
+    assert f"its page: {out / INDEX}" in capsys.readouterr().out
+    for name in ("study.json", "runs.json.gz", "summary.md", "summary.json", "jsb/summary.md", INDEX):
+        assert (out / name).is_file(), name
+    summary = json.loads((out / "summary.json").read_text())
+    cells = _Cells()
+    cells.feed((out / INDEX).read_text())
+    records = summary["domains"]["jsb"]["encodings"]
+    assert set(cells.rows) == {("jsb", name) for name in records} == {("jsb", n) for n in ("darope", "nope", "hope")}
+    for (_, name), row in cells.rows.items():
+        assert _number(row["score"]) == records[name]["score"]
+        assert _number(row["delta"]) == (records[name]["delta"] if records[name]["delta"] != "" else None)
+        assert _number(row["p_tost"]) == (records[name]["p_tost"] if records[name]["p_tost"] != "" else None)
+    assert summary["runs"] == str(tmp_path / "runs")
+
+
+def test_a_page_over_budget_is_refused_and_the_previous_results_stay(tmp_path, monkeypatch):
+    """All or nothing: a page that would pass the budget fails the report, naming the file and its size, and the
+    results folder keeps its earlier files."""
+    lm_domain(tmp_path / "runs", "jsb", {"darope": X, "nope": X + 0.3})
+    out = tmp_path / "results"
+    study(tmp_path / "runs", None, out)
+    before = {path.name: path.read_bytes() for path in out.iterdir() if path.is_file()}
+    monkeypatch.setattr(study_html, "PAGE_BUDGET", 1000)
+    with pytest.raises(study_html.PageTooLarge, match=r"index.html: .* MiB, over the page budget"):
+        study(tmp_path / "runs", None, out)
+    assert {path.name: path.read_bytes() for path in out.iterdir() if path.is_file()} == before
+
+
+def test_training_curves_are_read_once_and_a_damaged_log_is_named(tmp_path):
+    run_dir = tmp_path / "jsb" / "nope" / "seed0"
+    run_dir.mkdir(parents=True)
+    _training_log(run_dir, 1.0)
+    run = RunFolder(RunKey("jsb", None, "nope", 0), run_dir)
+    curves = read_training_curves(run)
+    assert [step for step, _ in curves["training"]] == list(range(0, 40, 5))
+    assert curves["validation"] == [(19, pytest.approx(1.15)), (39, pytest.approx(1.125))]
+    (run_dir / TRAIN_METRICS).write_text("step,train/loss\n0,oops\n")
+    assert read_training_curves(run) is curves  # read once per run folder
+    damaged = RunFolder(run.key, run_dir)
+    with pytest.raises(RunFileError, match=r"logs/metrics.csv: data row 1: train/loss 'oops' is not a number"):
+        read_training_curves(damaged)
+    assert read_training_curves(RunFolder(run.key, tmp_path / "elsewhere")) is None  # no log: a published run
