@@ -15,7 +15,7 @@ from pipelines.analysis.sequential import Design
 from pipelines.compare import main as compare_main
 from pipelines.publish import main as publish_main
 from pipelines.runs.published import export_study
-from tests.run_fixtures import compare, lm_domain, read_csv, section, synthetic_tree
+from tests.run_fixtures import compare, lm_domain, read_csv, section, synthetic_tree, with_composed_configs
 
 X = np.array([0.2, 1.4, 0.6, 2.5, 1.0, 0.8])  # six test examples of very different difficulty
 
@@ -232,19 +232,12 @@ def test_settle_with_refuses_a_local_design_other_than_the_studys(tmp_path, caps
 def test_settle_with_refuses_before_training_a_run_the_study_would_not_take(tmp_path, capsys):
     """The study holds fixed what a run composed at its preset has (as a real published study does); a settle
     whose overrides change the budget is refused by name before any folder is made."""
-    from omegaconf import OmegaConf
-
     from pipelines.experiment.config import compose_config
-    from pipelines.runs.settings import fixed_properties
 
     fabricated_study(tmp_path / "published_runs")
+    with_composed_configs(tmp_path / "published_runs")
     export_study(tmp_path / "published_runs", ["jsb"], tmp_path / "study")
     cfg = compose_config(["domain=jsb", "preset=tiny", "pe=darope", "seed=0"])
-    data = json.loads((tmp_path / "study" / "study.json").read_text())
-    data["holds_fixed"]["jsb"] = fixed_properties(
-        {"config": OmegaConf.to_container(cfg, resolve=True), "data_hashes": {}}
-    )
-    (tmp_path / "study" / "study.json").write_text(json.dumps(data))
     args = ["--domain", "jsb", "--runs", str(tmp_path / "local"), "--with", str(tmp_path / "study"), "--ref", "darope"]
     assert settle_module.main([*args, "--plan"]) == 0
     assert "plan: the next look needs 4 runs" in capsys.readouterr().out
