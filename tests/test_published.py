@@ -9,17 +9,19 @@ import gzip
 import hashlib
 import json
 import math
+import shutil
 
 import numpy as np
 import pytest
 
+from pipelines import reproduce as reproduce_module
 from pipelines.compare import main as compare_main
 from pipelines.experiment.config import compose_config, roster
 from pipelines.experiment.training import train_and_evaluate
 from pipelines.publish import main as publish_main
 from pipelines.reproduce import main as reproduce_main
 from pipelines.runs.published import PER_EXAMPLE, StudyError, export_study, join, read_study
-from tests.run_fixtures import edit_study_file, lm_domain, read_csv
+from tests.run_fixtures import edit_study_file, lm_domain, read_csv, with_composed_configs
 from tests.sample_fixtures import SAMPLES
 
 X = np.array([0.2, 1.4, 0.6, 2.5, 1.0, 0.8])
@@ -350,10 +352,66 @@ def test_publish_refuses_a_study_of_no_run_and_an_infinite_tolerance(tmp_path, c
     assert "--tolerance must be a finite positive number of nats, got inf" in capsys.readouterr().err
 
 
+def composed_study(tmp_path):
+    """A study of darope and nope at seeds 0-2 whose records hold composed configs (make reproduce can train them)."""
+    lm_domain(tmp_path / "published_runs", "jsb", {"darope": X, "nope": X + 0.3})
+    with_composed_configs(tmp_path / "published_runs")
+    export_study(tmp_path / "published_runs", ["jsb"], tmp_path / "study")
+    return tmp_path / "study"
+
+
+def _reproduce_refuses(study, scratch, monkeypatch, capsys, *runs):
+    """reproduce exits 1 before anything trains; returns what it printed to stderr."""
+    trained = []
+    monkeypatch.setattr(reproduce_module, "run_local", lambda jobs, workers: trained.extend(jobs) or [])
+    with pytest.raises(SystemExit) as exit_:
+        reproduce_main(["--study", str(study), "--runs", *runs, "--scratch", str(scratch)])
+    assert exit_.value.code == 1 and trained == []
+    return capsys.readouterr().err
+
+
+def test_reproduce_refuses_a_stale_run_in_its_scratch_folder_before_training(tmp_path, monkeypatch, capsys):
+    study = composed_study(tmp_path)
+    stale = tmp_path / "scratch" / "jsb" / "darope" / "seed0"
+    shutil.copytree(tmp_path / "published_runs/jsb/nope/seed0", stale)  # another encoding's finished run
+    err = _reproduce_refuses(study, tmp_path / "scratch", monkeypatch, capsys, "darope/0")
+    assert (
+        f"{stale}: a finished run of other settings is there already (it is jsb/nope/seed0, not jsb/darope/seed0): "
+        "it would be compared instead of a run trained from the study; delete it, or choose another --scratch" in err
+    )
+    shutil.rmtree(stale)
+    shutil.copytree(tmp_path / "published_runs/jsb/darope/seed0", stale)  # the run, trained for fewer steps
+    manifest = json.loads((stale / "manifest.json").read_text())
+    steps = manifest["config"]["trainer"]["max_steps"]
+    manifest["config"]["trainer"]["max_steps"] = 5
+    (stale / "manifest.json").write_text(json.dumps(manifest))
+    err = _reproduce_refuses(study, tmp_path / "scratch", monkeypatch, capsys, "darope/0")
+    assert f"({'trainer.max_steps'} 5, the study's run has {steps})" in err
+
+
+def test_reproduce_refuses_a_record_that_contradicts_study_json_before_training(tmp_path, monkeypatch, capsys):
+    study = composed_study(tmp_path)
+    steps = json.loads((study / "study.json").read_text())["holds_fixed"]["jsb"]["trainer.max_steps"]
+
+    def fewer_steps(records):
+        records["jsb/darope/seed0"]["manifest"]["config"]["trainer"]["max_steps"] = 5
+        return records
+
+    edit_study_file(study, "runs.json.gz", fewer_steps)
+    err = _reproduce_refuses(study, tmp_path / "scratch", monkeypatch, capsys, "darope/0")
+    assert (
+        f"{study / 'runs.json.gz'}: jsb/darope/seed0: its manifest contradicts what study.json holds fixed: "
+        f"trainer.max_steps 5 (study.json: {steps})" in err
+    )
+
+
 @pytest.mark.slow
-def test_reproduce_retrains_a_published_run_within_tolerance_and_names_a_forged_value(tmp_path, monkeypatch, capsys):
-    """A value forged with its record and checksum updated passes every check of the study's own: only re-training
-    shows it."""
+def test_reproduce_retrains_a_published_run_and_its_yarn_evaluation_and_names_a_forged_value(
+    tmp_path, monkeypatch, capsys
+):
+    """rope10k/0 and its YaRN evaluation (one training), into a scratch folder whose name is outside ASCII and holds
+    quotes; then a value forged with its record and checksum updated (it passes every check of the study's own):
+    only re-training shows it."""
     monkeypatch.setenv("POSBENCH_MIRROR", str(SAMPLES))
     monkeypatch.setenv("POSBENCH_DATA", str(tmp_path / "data"))
     short = ["trainer.max_steps=6", "trainer.optim.warmup_steps=2", "trainer.val_every=6", "trainer.val_batches=1"]
@@ -364,10 +422,15 @@ def test_reproduce_retrains_a_published_run_within_tolerance_and_names_a_forged_
     train_and_evaluate(cfg)
     study = tmp_path / "study"
     export_study(tmp_path / "runs", ["jsb"], study)
-    args = ["--study", str(study), "--runs", "rope10k/0", "--scratch", str(tmp_path / "again")]
+    labels = json.loads((study / "study.json").read_text())["domains"]["jsb"]
+    assert labels == ["jsb/rope10k+yarn/seed0", "jsb/rope10k/seed0"]
+    scratch = tmp_path / "résumé" / 'it\'s "again"'
+    args = ["--study", str(study), "--runs", "rope10k/0", "rope10k+yarn/0", "--scratch", str(scratch)]
     assert reproduce_main(args) == 0
     out = capsys.readouterr().out
-    assert "jsb/rope10k/seed0: largest per-example difference" in out and "within the tolerance 1e-05" in out
+    for label in ("jsb/rope10k/seed0", "jsb/rope10k+yarn/seed0"):
+        assert f"{label}: largest per-example difference" in out and "within the tolerance 1e-05" in out
+    assert (scratch / "jsb" / "rope10k+yarn" / "seed0" / "done.json").is_file()
 
     edit_study_file(study, PER_EXAMPLE, _shift("jsb/rope10k/seed0", "test", 2, lambda nll: nll + 0.01))
 
@@ -376,7 +439,7 @@ def test_reproduce_retrains_a_published_run_within_tolerance_and_names_a_forged_
         return records
 
     edit_study_file(study, "runs.json.gz", summary)
-    assert reproduce_main(args) == 1  # the runs are kept: only the comparison is redone
+    assert reproduce_main(args[:4] + args[5:]) == 1  # the runs are kept: only the comparison is redone
     out = capsys.readouterr().out
     assert "jsb/rope10k/seed0: largest per-example difference 0.01 nats (test example 2); OUTSIDE" in out
 
