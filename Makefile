@@ -64,8 +64,8 @@ settle: $(ENV_STAMP) ## Train the seeds a domain's verdicts need, group-sequenti
 	$(PY) -m pipelines.settle --domain $(DOMAIN) --max-seeds $(MAX_SEEDS) $(if $(filter 1,$(PLAN)),--plan) \
 		$(if $(WITH),--with $(WITH)) $(ARGS)
 
-publish: $(ENV_STAMP) ## Write the runs' evidence, report and page into a study folder others can join (DOMAINS=jsb STUDY=docs/results/...)
-	$(PY) -m pipelines.publish --runs runs --domains $(DOMAINS) --out $(STUDY) $(if $(WITH),--with $(WITH))
+publish: $(ENV_STAMP) ## Write the runs' evidence, report and page into a study folder others can join (DOMAINS=jsb STUDY=docs/results/...; ARGS=--replace)
+	$(PY) -m pipelines.publish --runs runs --domains $(DOMAINS) --out $(STUDY) $(if $(WITH),--with $(WITH)) $(ARGS)
 
 reproduce: $(ENV_STAMP) ## Re-train published runs and compare them with the study (STUDY=docs/results/... RUNS="rope10k/0")
 	$(PY) -m pipelines.reproduce --study $(STUDY) --runs $(RUNS)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from pathlib import Path
 
 from pipelines.analysis.evidence import EvidenceError
@@ -27,7 +26,7 @@ from pipelines.analysis.study import Study, analyse_study
 from pipelines.experiment.config import domain_names
 from pipelines.report.study import write_study_report
 from pipelines.runs.metrics import RunFileError
-from pipelines.runs.published import StudyError, add_with_option, joined_runs, read_study
+from pipelines.runs.published import StudyError, add_with_option, joined_runs, joined_scratch, read_studies
 
 ALL_PRESENT = "all-present"
 
@@ -59,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{ALL_PRESENT} cannot be combined with domain names")
     chosen = None if args.domains == [ALL_PRESENT] else list(dict.fromkeys(args.domains))
     try:
-        with tempfile.TemporaryDirectory(prefix="posbench-joined-") as scratch:
-            studies = [read_study(folder) for folder in args.with_studies]
-            runs_root, notes = joined_runs(args.runs, studies, Path(scratch), domain_names())
+        with joined_scratch("posbench-joined-") as scratch:
+            studies = read_studies(args.with_studies)
+            runs_root, notes = joined_runs(args.runs, studies, scratch, domain_names())
             study = analyse_study(runs_root, chosen, args.ref)
             if args.with_studies:
                 study.runs_root = Path(f"{args.runs} + {' + '.join(map(str, args.with_studies))}")

@@ -1,39 +1,84 @@
 """Publish the evidence of a study's runs, so others can join it without retraining: `make publish`.
 
     python -m pipelines.publish --runs runs --domains jsb --out docs/results/jsb-cpu [--tolerance 1e-5]
-                                [--with docs/results/<study> ...]
+                                [--with docs/results/<study> ...] [--replace]
 
 Writes study.json, runs.json.gz, per_example.csv.gz, per_position/<encoding>.csv.gz (and settle/<domain>.json) into OUT
-(pipelines.runs.published), and beside them the study's report from the same runs, as `make compare` writes it:
-summary.md/csv/json, the figures, the per-domain folders and index.html (pipelines.report.study). Only finished runs
-are published; runs of one domain (or task) that differ in what a comparison holds fixed are refused, naming the run.
---with publishes a published study's runs joined to the local ones (pipelines.runs.published.join, as
-`make compare WITH=...` reads them): how a study grown by `make settle WITH=...` is published again, into its own
-folder or another.
+(pipelines.runs.published), study.json listing each other file's sha256, and beside them the study's report from the
+same runs, as `make compare` writes it: summary.md/csv/json, the figures, the per-domain folders and index.html
+(pipelines.report.study). Only finished runs are published; a domain without one, and runs of one domain (or task)
+that differ in what a comparison holds fixed, are refused, naming them. --with publishes a published study's runs
+joined to the local ones (pipelines.runs.published.join, as `make compare WITH=...` reads them): how a study grown by
+`make settle WITH=...` is published again, into its own folder or another.
+
+Everything is read, checked and analysed before anything is written, and the study (evidence and report) is written
+all or nothing: a publish that fails leaves OUT as it was. When OUT holds a study already, the new one must keep
+every run of it with the same numbers (within its tolerance), as a grown study does; one that would drop or change
+runs is refused, naming them, unless --replace is given (then it says what it replaced).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
-import tempfile
 from pathlib import Path
 
 from pipelines.analysis.evidence import EvidenceError
-from pipelines.analysis.study import analyse_study
+from pipelines.analysis.study import Study, analyse_study
 from pipelines.experiment.config import domain_names
-from pipelines.report.study import write_study_report
+from pipelines.report.files import publish
+from pipelines.report.study import render_study, study_report_files
 from pipelines.runs.metrics import RunFileError
 from pipelines.runs.published import (
+    EVIDENCE_FILES,
     RUNS,
     STUDY,
     TOLERANCE,
     StudyError,
+    StudyExport,
     add_with_option,
-    export_study,
+    collect_study,
+    copies_disagree,
     joined_runs,
+    joined_scratch,
+    read_back,
+    read_studies,
     read_study,
+    render_evidence,
 )
+
+
+def _listed(labels: list[str], limit: int = 8) -> str:
+    shown = ", ".join(labels[:limit])
+    return shown + (f" and {len(labels) - limit} more" if len(labels) > limit else "")
+
+
+def replaced(export: StudyExport, out: Path) -> tuple[int, list[str], list[str], list[str]]:
+    """(the runs of the study already in `out`, those of them the new one drops, those it holds with other numbers,
+    those it adds); StudyError naming `out` when it holds a study that cannot be read."""
+    try:
+        old = read_study(out)
+    except StudyError as error:
+        raise StudyError(
+            f"{out} holds a study that cannot be read ({error}); publish into another folder, or remove it first"
+        ) from None
+    new = read_back(export, out)
+    dropped = [label for label in old.labels if label not in new.records]
+    changed = [label for label in old.labels if label in new.records and copies_disagree(old, new, label)]
+    added = [label for label in new.labels if label not in old.records]
+    return len(old.labels), dropped, changed, added
+
+
+def write_published(export: StudyExport, report: Study, out: Path) -> None:
+    """Write the study's evidence and its report into `out` in one step, all or nothing, once the evidence reads
+    back with every check (pipelines.runs.published.read_back)."""
+    read_back(export, out)
+    publish(
+        out,
+        lambda folder: [*render_evidence(export, folder), *render_study(report, folder)],
+        owned=[*EVIDENCE_FILES, *study_report_files(out)],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,21 +87,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--domains", nargs="+", required=True, choices=domain_names())
     parser.add_argument("--out", type=Path, required=True, help="the study folder, e.g. docs/results/jsb-cpu")
     parser.add_argument("--tolerance", type=float, default=TOLERANCE, help="nats two copies of a run agree within")
+    parser.add_argument(
+        "--replace", action="store_true", help="replace the study in OUT even where the new one drops or changes runs"
+    )
     add_with_option(parser, "published studies whose runs are published with the local ones")
     args = parser.parse_args(argv)
-    if not args.tolerance > 0:
-        parser.error(f"--tolerance must be a positive number of nats, got {args.tolerance}")
+    if not 0 < args.tolerance < math.inf:
+        parser.error(f"--tolerance must be a finite positive number of nats, got {args.tolerance}")
     try:
-        with tempfile.TemporaryDirectory(prefix="posbench-publish-") as scratch:
-            studies = [read_study(folder) for folder in args.with_studies]
-            runs_root, _ = joined_runs(args.runs, studies, Path(scratch), args.domains)
+        with joined_scratch("posbench-publish-") as scratch:
+            studies = read_studies(args.with_studies)
+            runs_root, _ = joined_runs(args.runs, studies, scratch, args.domains)
+            export = collect_study(runs_root, args.domains, args.tolerance)
             report = analyse_study(runs_root, args.domains, None)  # before anything is written: it may refuse
-            study = export_study(runs_root, args.domains, args.out, args.tolerance)
             report.runs_root = Path(" + ".join(map(str, [args.runs, *args.with_studies])))
-            write_study_report(report, args.out)
+            notes = []
+            if (args.out / STUDY).exists():
+                held, dropped, changed, added = replaced(export, args.out)
+                lost = [f"drops {len(dropped)}: {_listed(dropped)}"] if dropped else []
+                lost += [f"changes the numbers of {len(changed)}: {_listed(changed)}"] if changed else []
+                what = f"the study there holds {held} runs, the new one {len(export.labels)}: it {'; it '.join(lost)}"
+                if lost and not args.replace:
+                    raise StudyError(
+                        f"refusing to publish into {args.out}: {what}. Publish into another folder, grow the study "
+                        f"(--with {args.out}), or replace it (--replace)"
+                    )
+                notes = [f"replacing the study in {args.out}: {what}"] if lost else []
+                notes += [f"{args.out}: the study grows by {len(added)} runs: {_listed(added)}"] if added else []
+            write_published(export, report, args.out)
     except (StudyError, RunFileError, FileNotFoundError, EvidenceError) as error:
         parser.exit(1, f"error: {error}\n")
-    count = sum(len(labels) for labels in study["domains"].values())
+    for note in notes:
+        print(note)
+    count = len(export.labels)
     print(f"published {count} runs of {', '.join(args.domains)} into {args.out} ({STUDY}, {RUNS}, ...)")
     print(f"the study's report: {args.out / 'summary.md'}, its page: {args.out / 'index.html'}")
     return 0

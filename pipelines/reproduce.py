@@ -8,6 +8,12 @@ does not (e.g. a shortened budget), into a scratch runs folder (default runs/rep
 every evaluation split is then compared with the published values: the largest difference per run, its split and
 example, and whether it is within the study's tolerance (study.json; README, "Compare your encoding with the
 published study", says what agreement to expect where). Exit status 1 when any run is outside it.
+
+A YaRN evaluation (`rope10k+yarn/0`) is reproduced by training its rope run, which evaluates YaRN as well (one
+training for both when both are named). Before anything trains, a finished run already in the scratch folder must
+be the one the study describes (its key and every setting a comparison holds fixed), else it is refused by name:
+it would be skipped and compared. The study is read strictly (pipelines.runs.published.read_study): a record that
+contradicts study.json is refused, naming the record and the setting, before anything trains.
 """
 
 from __future__ import annotations
@@ -16,43 +22,33 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from omegaconf import OmegaConf
 
-from pipelines.experiment.config import compose_config
+from pipelines.experiment.config import compose_config, override_value
 from pipelines.launch.jobs import plan
 from pipelines.launch.local import run_local, visible_gpus
-from pipelines.runs.layout import RunFolder, RunKey
-from pipelines.runs.metrics import RunFileError
+from pipelines.runs.layout import DERIVED_MARK, DONE, MANIFEST, RunFolder, RunKey
+from pipelines.runs.metrics import RunFileError, read_json_file
 from pipelines.runs.published import (
-    TOLERANCE,
     PublishedStudy,
     StudyError,
-    largest_difference,
     local_metrics,
     read_study,
+    record_key,
+    worst_difference,
 )
-from pipelines.runs.settings import RESULT_NEUTRAL, flat_settings, without
-
-
-def override_value(value: Any) -> str:
-    """A config value as a Hydra override writes it."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list | tuple):
-        return "[" + ",".join(override_value(v) for v in value) + "]"
-    return str(value)
+from pipelines.runs.settings import RESULT_NEUTRAL, differences, fixed_properties, flat_settings, without
 
 
 def run_overrides(published: PublishedStudy, label: str) -> tuple[str, str, int, str | None, list[str]]:
-    """(domain, encoding, seed, task, overrides) that recompose the published run's config: every result-relevant
-    setting that differs from its preset's default."""
+    """(domain, encoding, seed, task, overrides) that recompose the config of the run trained for the published one
+    (of a YaRN evaluation, `rope10k+yarn`: its rope run, whose config it records): every result-relevant setting
+    that differs from its preset's default."""
     manifest = published.records[label]["manifest"]
     run, config = manifest["run"], manifest["config"]
-    base = [f"domain={run['domain']}", f"preset={run['preset']}", f"pe={run['pe_id']}", f"seed={run['seed']}"]
+    encoding = trained_encoding(run["pe_id"])
+    base = [f"domain={run['domain']}", f"preset={run['preset']}", f"pe={encoding}", f"seed={run['seed']}"]
     if run.get("task"):
         base.append(f"domain.args.task={run['task']}")
     default = flat_settings(OmegaConf.to_container(compose_config(base), resolve=True))
@@ -61,7 +57,39 @@ def run_overrides(published: PublishedStudy, label: str) -> tuple[str, str, int,
     unknown = [key for key in wanted if key not in default]
     if unknown:
         raise StudyError(f"{label}: the published config has settings today's configs lack: {', '.join(unknown)}")
-    return run["domain"], run["pe_id"], int(run["seed"]), run.get("task"), extra
+    return run["domain"], encoding, int(run["seed"]), run.get("task"), extra
+
+
+def trained_encoding(encoding: str) -> str:
+    """The encoding whose training gives a published run: itself, or a derived run's (`rope10k+yarn`: rope10k,
+    whose training evaluates YaRN too: pipelines.experiment.evaluation.evaluate_yarn)."""
+    return encoding.split(DERIVED_MARK)[0]
+
+
+def check_scratch(published: PublishedStudy, label: str, folder: Path) -> None:
+    """StudyError, before anything trains, when `folder` holds a finished run other than the one trained for the
+    study's record `label` (another run's, or one trained with other settings): it would be skipped and then
+    compared as if it were a reproduction."""
+    if not (folder / DONE).exists():
+        return
+    manifest = read_json_file(folder / MANIFEST)
+    try:
+        key, mine = record_key({"manifest": manifest}), fixed_properties(manifest)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise StudyError(f"{folder / MANIFEST}: a finished run without a run key or config is there already") from None
+    wanted = published.key(label)
+    trained = RunKey(wanted.domain, wanted.task, trained_encoding(wanted.encoding), wanted.seed)
+    theirs = fixed_properties(published.records[label]["manifest"])
+    what = [f"it is {key.label}, not {trained.label}"] if key != trained else []
+    what += [
+        f"{name} {mine.get(name, '(not set)')}, the study's run has {theirs.get(name, '(not set)')}"
+        for name in differences(mine, theirs)
+    ]
+    if what:
+        raise StudyError(
+            f"{folder}: a finished run of other settings is there already ({'; '.join(what)}): it would be compared "
+            "instead of a run trained from the study; delete it, or choose another --scratch"
+        )
 
 
 def find_label(published: PublishedStudy, spec: str) -> str:
@@ -88,14 +116,8 @@ def find_label(published: PublishedStudy, spec: str) -> str:
 
 def compare_run(published: PublishedStudy, label: str, folder: Path, tolerance: float) -> tuple[bool, str]:
     """(within tolerance, the line that says so) for the re-trained copy of one published run."""
-    key = published.key(label)
-    mine = local_metrics(RunFolder(key, folder))
-    worst = (0.0, None, None)
-    for split in sorted(set(mine) | set(published.examples.get(label, {}))):
-        diff, example = largest_difference(mine.get(split, {}), published.nll(label, split))
-        if diff > worst[0] or worst[1] is None:
-            worst = (diff, split, example)
-    diff, split, example = worst
+    mine = local_metrics(RunFolder(published.key(label), folder))
+    diff, split, example = worst_difference(mine, published.metrics(label))
     within = diff <= tolerance
     where = f"{split} example {example}" if example is not None else f"{split}: other examples scored"
     return within, (
@@ -113,21 +135,25 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         published = read_study(args.study)
-        tolerance = float(published.study.get("tolerance_nats", TOLERANCE))
-        labels = [find_label(published, spec) for spec in args.runs]
-        jobs = []
+        tolerance = published.tolerance
+        labels = list(dict.fromkeys(find_label(published, spec) for spec in args.runs))
+        jobs, planned = [], set()
         for label in labels:
             domain, encoding, seed, task, extra = run_overrides(published, label)
             preset = published.records[label]["manifest"]["run"]["preset"]
-            jobs += plan(domain, [encoding], [seed], preset, args.scratch, [task] if task else None, extra)
+            if (domain, task, encoding, seed) in planned:  # a rope run and its YaRN evaluation: one training
+                continue
+            planned.add((domain, task, encoding, seed))
+            job = plan(domain, [encoding], [seed], preset, args.scratch, [task] if task else None, extra)[0]
+            check_scratch(published, label, job.folder)
+            jobs.append(job)
         failed = run_local(jobs, workers=args.jobs or len(visible_gpus()) or os.cpu_count() or 1)
         for job in failed:
             print(f"failed run: {job.label}: {job.error}", file=sys.stderr)
         if failed:
             return 1
         results = [
-            compare_run(published, label, RunKey.folder(published.key(label), args.scratch), tolerance)
-            for label in labels
+            compare_run(published, label, published.key(label).folder(args.scratch), tolerance) for label in labels
         ]
     except (StudyError, RunFileError, FileNotFoundError) as error:
         parser.exit(1, f"error: {error}\n")

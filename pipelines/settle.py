@@ -19,8 +19,17 @@ refused before anything trains), its design is read from the study (settle/<doma
 has one, and the runs the looks need are trained into the runs folder (with its settle.json); `make publish
 WITH=<study> STUDY=<study>` then publishes the grown study.
 
+--encodings (or --roster) settles those encodings against the reference, whose runs are read whether listed or
+not; without --ref, where the default reference has no finished run, the command is refused by name rather than a
+listed encoding becoming the reference. A domain with one encoding has nothing to compare and is refused. The
+command that fixed a design, run again, continues it (its looks compared as the design it would fix now from the
+same first seeds, so a design whose looks collapsed, --max-seeds 3 over 3 seeds, continues too); another maximum,
+number of looks or reference is refused by name. A look whose runs another process is training (their run locks)
+waits WAIT_SECONDS before it looks again.
+
 --plan prints the current verdicts, the design and the runs the next look needs with their estimated cost (the
-median wall time of the encoding's finished runs), and trains nothing (nor writes the design).
+median wall time of the encoding's finished runs: from the start of the process that finished a run, its log's
+name, to its done.json, start-up included), and trains nothing (nor writes the design).
 """
 
 from __future__ import annotations
@@ -31,7 +40,8 @@ import math
 import os
 import statistics
 import sys
-import tempfile
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -43,9 +53,9 @@ from pipelines.analysis.matrix import per_example_evidence, per_task_evidence
 from pipelines.analysis.results import DomainResult
 from pipelines.analysis.sequential import DEFAULT_LOOKS, DEFAULT_REF, SETTLE_FILE, Design, read_design
 from pipelines.experiment.config import compose_config, config_options, datamodule_class, domain_names, roster
-from pipelines.launch.jobs import Job, plan
-from pipelines.launch.local import run_local, visible_gpus
-from pipelines.runs.layout import MANIFEST, RunFolder, discover_runs, has_tasks
+from pipelines.launch.jobs import ELSEWHERE, Job, plan
+from pipelines.launch.local import log_started, run_local, visible_gpus
+from pipelines.runs.layout import DERIVED_MARK, DONE, MANIFEST, RunFolder, discover_runs, has_tasks
 from pipelines.runs.metrics import RunFileError, read_run_json, split_entries
 from pipelines.runs.published import (
     SETTLE_DIR,
@@ -53,18 +63,48 @@ from pipelines.runs.published import (
     StudyError,
     add_with_option,
     joined_runs,
-    read_study,
+    joined_scratch,
+    read_studies,
 )
 from pipelines.runs.settings import differences, fixed_properties
 
 DEFAULT_MAX_SEEDS = 10
+WAIT_SECONDS = 30  # between looks while another process trains the runs a look needs
 
 
-def chosen_runs(runs: list[RunFolder], encodings: list[str] | None) -> list[RunFolder]:
-    """The domain's runs of the chosen encodings (and their YaRN siblings); all of them without a choice."""
+def chosen_runs(runs: list[RunFolder], encodings: list[str] | None, ref: str) -> list[RunFolder]:
+    """The domain's runs of the chosen encodings (and their YaRN siblings) and of the reference they are settled
+    against; all of them without a choice."""
     if not encodings:
         return runs
-    return [run for run in runs if run.encoding.split("+")[0] in encodings]
+    return [run for run in runs if run.encoding.split(DERIVED_MARK)[0] in encodings or run.encoding == ref]
+
+
+def reference(
+    args: argparse.Namespace, design: Design | None, runs: list[RunFolder], selection: list[str] | None
+) -> str:
+    """The reference the chosen encodings are settled against: the design's, else --ref, else the SPEC's default;
+    EvidenceError naming the choice when a selection (--encodings, --roster) is to be settled against a default
+    reference with no finished run (the selection's own encodings are never the reference unless named)."""
+    ref = design.ref if design is not None else args.ref or DEFAULT_REF
+    finished = {run.encoding for run in runs if run.finished}
+    if selection and design is None and args.ref is None and ref not in finished:
+        chosen = f"--encodings {' '.join(args.encodings)}" if args.encodings else f"--roster {args.roster}"
+        raise EvidenceError(
+            f"{args.domain}: {chosen} settles those encodings against the reference, and the default reference "
+            f"{ref} has no finished run in {args.runs / args.domain}: name the reference with --ref"
+        )
+    return ref
+
+
+def check_compared(domain: str, runs: list[RunFolder]) -> None:
+    """EvidenceError when the runs to settle hold one encoding: nothing to compare it with."""
+    finished = sorted({run.encoding for run in runs if run.finished})
+    if len(finished) < 2:
+        raise EvidenceError(
+            f"{domain}: one encoding ({', '.join(finished) or 'none'}) has finished runs: nothing to compare; settle "
+            "compares encodings with a reference (train another: make train ENCODINGS=...)"
+        )
 
 
 def initial_design(
@@ -91,8 +131,23 @@ def initial_design(
     return Design.grow(first, max_seeds, looks, ref=chosen, encodings=settled, ref_rule=rule)
 
 
+def wall_seconds(run: RunFolder) -> float | None:
+    """A finished run's wall time, process start-up included: from the start of the process that finished it (its
+    log's name, pipelines.launch.local.log_started) to its done.json; None without a log (a run trained in process,
+    or a published one) or a finishing time."""
+    try:
+        finished = datetime.fromisoformat(read_run_json(run, run.path / DONE)["finished"])
+    except (KeyError, TypeError, ValueError, RunFileError):
+        return None
+    if finished.tzinfo is None:
+        finished = finished.replace(tzinfo=timezone.utc)
+    starts = [began for log in run.path.glob("train.*.out") if (began := log_started(log)) and began <= finished]
+    return (finished - max(starts)).total_seconds() if starts else None
+
+
 def run_seconds(run: RunFolder) -> float | None:
-    """A finished run's wall time, from its manifest's training seconds and its splits' evaluation speed."""
+    """A finished run's training and evaluation time, from its manifest's training seconds and its splits'
+    evaluation speed (without the process's start-up: wall_seconds has it)."""
     manifest = read_run_json(run, run.path / MANIFEST)
     seconds = manifest.get("train_seconds_this_process")
     if not isinstance(seconds, int | float):
@@ -103,18 +158,41 @@ def run_seconds(run: RunFolder) -> float | None:
     return float(seconds)
 
 
-def estimated_seconds(runs: list[RunFolder], encoding: str) -> float | None:
-    """The median wall time of the encoding's finished runs (of every encoding when it has none)."""
-    own = [s for r in runs if r.finished and r.encoding == encoding and (s := run_seconds(r)) is not None]
-    every = [s for r in runs if r.finished and not r.derived and (s := run_seconds(r)) is not None]
-    chosen = own or every
-    return statistics.median(chosen) if chosen else None
+def estimated_seconds(runs: list[RunFolder], encoding: str) -> tuple[float | None, bool]:
+    """(the median wall time of the encoding's finished runs (of every encoding's when it has none), whether it
+    includes the process start-up): their wall times from their logs (wall_seconds), else their training and
+    evaluation time (run_seconds), which leaves the start-up out."""
+    finished = [run for run in runs if run.finished]
+    for measure, started in ((wall_seconds, True), (run_seconds, False)):
+        own = [s for r in finished if r.encoding == encoding and (s := measure(r)) is not None]
+        every = [s for r in finished if not r.derived and (s := measure(r)) is not None]
+        if own or every:
+            return statistics.median(own or every), started
+    return None, False
 
 
 def _fmt_seconds(seconds: float | None) -> str:
     if seconds is None or math.isnan(seconds):
         return "unknown"
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def check_unchanged(args: argparse.Namespace, design: Design, source: Path) -> None:
+    """EvidenceError naming what the command asks for that differs from the design it continues: the design it
+    would fix now from the same first seeds (so the command that fixed it, run again, continues it, even where its
+    looks collapsed: --max-seeds 3, or 9 seeds with at most 10) and the reference when --ref is given."""
+    try:
+        asked = Design.grow(design.look_seeds(0), args.max_seeds, args.looks, ref=design.ref)
+    except ValueError as error:
+        raise EvidenceError(f"{source}: the design was fixed at the first look and cannot change: {error}") from None
+    differ = {
+        "max seeds": (args.max_seeds, len(design.seeds)),
+        "looks at": (", ".join(map(str, asked.looks)), ", ".join(map(str, design.looks))),
+        "reference": (args.ref or design.ref, design.ref),
+    }
+    changed = [f"{name} {mine} (the design has {theirs})" for name, (mine, theirs) in differ.items() if mine != theirs]
+    if changed:
+        raise EvidenceError(f"{source}: the design was fixed at the first look and cannot change: {'; '.join(changed)}")
 
 
 def verdict_lines(result: DomainResult) -> list[str]:
@@ -159,9 +237,9 @@ def record(domain_folder: Path, result: DomainResult) -> None:
 
 
 def settle(args: argparse.Namespace, overrides: list[str]) -> int:
-    studies = [read_study(folder) for folder in args.with_studies]  # read once: they do not change
-    with tempfile.TemporaryDirectory(prefix="posbench-settle-") as scratch:
-        return settle_looks(args, studies, overrides, Path(scratch))
+    studies = read_studies(args.with_studies)  # read once: they do not change
+    with joined_scratch("posbench-settle-") as scratch:
+        return settle_looks(args, studies, overrides, scratch)
 
 
 def evidence_runs(
@@ -219,25 +297,18 @@ def settle_looks(args: argparse.Namespace, studies: list[PublishedStudy], overri
     selection = args.encodings or (roster(args.roster) if args.roster else None)
     runs, design_folder = evidence_runs(args, studies, scratch, 0)
     require_finished(runs, design_folder.parent)
-    chosen = chosen_runs(runs, selection)
-    preset = args.preset or preset_of(chosen)
     design = read_design(design_folder)
+    ref = reference(args, design, runs, selection)
+    chosen = chosen_runs(runs, selection, ref)
+    check_compared(domain, chosen)
+    preset = args.preset or preset_of(chosen)
     source = design_source(args)
     if design is None:
         design = initial_design(domain, chosen, args.ref, args.max_seeds, args.looks, selection)
         fixed_now = True
     else:
         fixed_now = False
-        asked = {"max seeds": (args.max_seeds, len(design.seeds)), "looks": (args.looks, len(design.looks))}
-        if args.ref:
-            asked["reference"] = (args.ref, design.ref)
-        changed = [
-            f"{name} {mine} (the design has {theirs})" for name, (mine, theirs) in asked.items() if mine != theirs
-        ]
-        if changed:
-            raise EvidenceError(
-                f"{source}: the design was fixed at the first look and cannot change: {'; '.join(changed)}"
-            )
+        check_unchanged(args, design, source)
     print(
         f"{domain}: design {'fixed now' if fixed_now else f'from {source}'}: looks at "
         f"{', '.join(map(str, design.looks))} seeds (seeds {', '.join(map(str, design.seeds))}), alpha "
@@ -245,7 +316,7 @@ def settle_looks(args: argparse.Namespace, studies: list[PublishedStudy], overri
         flush=True,
     )
     for look in itertools.count(1):
-        result = analyse_domain(domain, chosen_runs(runs, selection), None, design)
+        result = analyse_domain(domain, chosen_runs(runs, selection, design.ref), None, design)
         family = result.verdicts.family
         print(f"look {len(family.looks)} of {len(design.looks)}:", flush=True)
         print("\n".join(verdict_lines(result)), flush=True)
@@ -268,6 +339,14 @@ def settle_looks(args: argparse.Namespace, studies: list[PublishedStudy], overri
             for job in failed:
                 print(f"failed run: {job.label}: {job.error}", file=sys.stderr)
             return 1
+        elsewhere = [job for job in jobs if job.status == ELSEWHERE]
+        if elsewhere:  # another settle (or sweep) trains them: look again once it may have finished some
+            print(
+                f"waiting {WAIT_SECONDS} s for {len(elsewhere)} runs another process is training: "
+                + ", ".join(f"{job.label} ({job.error})" for job in elsewhere),
+                flush=True,
+            )
+            time.sleep(WAIT_SECONDS)
         runs = evidence_runs(args, studies, scratch, look)[0]  # the look's new runs beside the others
 
 
@@ -275,13 +354,21 @@ def print_plan(result: DomainResult, jobs: list[Job], runs: list[RunFolder]) -> 
     if not jobs:
         print("plan: nothing to train" + ("" if result.verdicts.next_runs else ": every pair is decided or capped"))
         return 0
-    total = 0.0
+    total, without_start = 0.0, 0
     print(f"plan: the next look needs {len(jobs)} runs:")
     for job in jobs:
-        seconds = estimated_seconds(runs, job.key.encoding)
+        seconds, started = estimated_seconds(runs, job.key.encoding)
         total += seconds or 0.0
-        print(f"  {job.label}  (about {_fmt_seconds(seconds)})")
-    print(f"plan: about {_fmt_seconds(total)} of run time in all (median wall time of the finished runs)")
+        without_start += seconds is not None and not started
+        start_up = " and its start-up" if seconds is not None and not started else ""
+        print(f"  {job.label}  (about {_fmt_seconds(seconds)}{start_up})")
+    how = "median wall time of the finished runs, process start-up included"
+    if without_start:
+        how = (
+            "median training and evaluation time of the finished runs; no run here has a log (train.*.out) to time "
+            "a process's start-up from: add it, several seconds a run"
+        )
+    print(f"plan: about {_fmt_seconds(total)} of run time in all ({how})")
     return 0
 
 
@@ -289,8 +376,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--domain", required=True, choices=domain_names())
     choice = parser.add_mutually_exclusive_group()
-    choice.add_argument("--roster", choices=config_options("roster"), help="settle only these encodings")
-    choice.add_argument("--encodings", nargs="+", help="settle only these encodings (pe config ids)")
+    choice.add_argument(
+        "--roster", choices=config_options("roster"), help="settle only this roster's encodings (as --encodings)"
+    )
+    choice.add_argument(
+        "--encodings",
+        nargs="+",
+        help="settle only these encodings (pe config ids) against the reference (--ref, default "
+        f"{DEFAULT_REF}, read whether listed or not); without --ref, {DEFAULT_REF} must have finished runs",
+    )
     parser.add_argument("--ref", help=f"the reference, fixed before the first look (default: {DEFAULT_REF})")
     parser.add_argument("--max-seeds", type=int, default=DEFAULT_MAX_SEEDS, help="seeds per encoding at most")
     parser.add_argument("--looks", type=int, default=DEFAULT_LOOKS, help="looks of the design, the first included")

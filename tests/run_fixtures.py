@@ -205,3 +205,41 @@ def lm_domain(root, domain, nll, seeds=(0, 1, 2), seed_step=0.01, ids=None):
                 [[i, repr(float(v)), 10, 5, 0] for i, v in zip(example_ids, scored, strict=True)],
             )
             write_positions(run_dir, "test", [1, 2, 3], float(scored.mean()))
+
+
+def with_composed_configs(root, domain="jsb", preset="tiny"):
+    """Give the fabricated runs of `domain` under `root` the config pipelines.train composes for them (a real run's
+    manifest holds it), so that a study of them can be re-trained (make reproduce) and joined by composed runs."""
+    from omegaconf import OmegaConf
+
+    from pipelines.experiment.config import compose_config
+
+    for path in sorted(Path(root).glob(f"{domain}/*/seed*/manifest.json")):
+        manifest = json.loads(path.read_text())
+        run = manifest["run"]
+        overrides = [f"domain={domain}", f"preset={preset}", f"pe={run['pe_id']}", f"seed={run['seed']}"]
+        manifest["config"] = OmegaConf.to_container(compose_config(overrides), resolve=True)
+        path.write_text(json.dumps(manifest))
+
+
+def edit_study_file(study, name, edit):
+    """Change one file of a published study as someone might by hand: `edit` gets its content (runs.json.gz and
+    settle records parsed, CSV files as lists of rows with the header) and returns the new one; where study.json
+    lists its files' sha256, the file's is updated, so that the change meets the study's other checks."""
+    import gzip
+    import hashlib
+    import io
+
+    path = Path(study) / name
+    raw = gzip.decompress(path.read_bytes()) if name.endswith(".gz") else path.read_bytes()
+    if name.endswith(".csv.gz"):
+        out = io.StringIO()
+        csv.writer(out, lineterminator="\n").writerows(edit(list(csv.reader(io.StringIO(raw.decode())))))
+        raw = out.getvalue().encode()
+    else:
+        raw = json.dumps(edit(json.loads(raw))).encode()
+    path.write_bytes(gzip.compress(raw) if name.endswith(".gz") else raw)
+    description = json.loads((Path(study) / "study.json").read_text())
+    if "files" in description:
+        description["files"][name] = hashlib.sha256(path.read_bytes()).hexdigest()
+        (Path(study) / "study.json").write_text(json.dumps(description))

@@ -5,21 +5,23 @@ comparison), and `make reproduce` on a tiny study made here (within tolerance; a
 
 from __future__ import annotations
 
-import csv
 import gzip
-import io
+import hashlib
 import json
+import math
+import shutil
 
 import numpy as np
 import pytest
 
+from pipelines import reproduce as reproduce_module
 from pipelines.compare import main as compare_main
 from pipelines.experiment.config import compose_config, roster
 from pipelines.experiment.training import train_and_evaluate
 from pipelines.publish import main as publish_main
 from pipelines.reproduce import main as reproduce_main
 from pipelines.runs.published import PER_EXAMPLE, StudyError, export_study, join, read_study
-from tests.run_fixtures import lm_domain, read_csv
+from tests.run_fixtures import edit_study_file, lm_domain, read_csv, with_composed_configs
 from tests.sample_fixtures import SAMPLES
 
 X = np.array([0.2, 1.4, 0.6, 2.5, 1.0, 0.8])
@@ -100,36 +102,316 @@ def test_a_local_run_that_differs_in_what_the_study_holds_fixed_is_refused_by_na
 def test_a_local_copy_of_a_published_run_must_agree_with_it(tmp_path):
     study = published(tmp_path)
     lm_domain(tmp_path / "runs", "jsb", {"nope": X + 0.3}, seeds=(1,))  # the same run: joins, read from the study
-    notes = join(read_study(study), tmp_path / "runs", tmp_path / "merged", ["jsb"])
+    notes = join([read_study(study)], tmp_path / "runs", tmp_path / "merged", ["jsb"])
     assert notes == ["jsb/nope/seed1: the local run reproduces the published one within 1e-05 nats"]
     lm_domain(tmp_path / "runs2", "jsb", {"nope": X + 0.3 + np.array([0, 0, 0, 0.002, 0, 0])}, seeds=(1,))
     with pytest.raises(StudyError, match=r"jsb/nope/seed1: test example 3 differs from the published run by 0.002"):
-        join(read_study(study), tmp_path / "runs2", tmp_path / "merged2", ["jsb"])
+        join([read_study(study)], tmp_path / "runs2", tmp_path / "merged2", ["jsb"])
 
 
-def test_a_damaged_study_is_named(tmp_path):
+def sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def _shift(run, split, example, value):
+    """An edit of per_example.csv.gz (edit_study_file) setting one run's NLL of one example: `value(old)`."""
+
+    def edit(rows):
+        for row in rows[1:]:
+            if row[:3] == [run, split, str(example)]:
+                row[3] = repr(value(float(row[3])))
+        return rows
+
+    return edit
+
+
+def _compare_refuses(tmp_path, capsys, *studies, runs="none"):
+    """compare --with the studies: exit status 1, nothing written; returns what it printed to stderr."""
+    args = ["--runs", str(tmp_path / runs), "--out", str(tmp_path / "out"), "--with", *map(str, studies)]
+    with pytest.raises(SystemExit) as exit_:
+        compare_main(args)
+    assert exit_.value.code == 1
+    assert not (tmp_path / "out").exists()
+    return capsys.readouterr().err
+
+
+def test_an_edited_value_is_refused_by_its_checksum_and_by_its_records_summary(tmp_path, capsys):
+    """One NLL lowered by hand would make nope rank 1: study.json's sha256 of the file refuses it, and where the
+    sum is updated too, the record's summary (the mean of its rows) does."""
     study = published(tmp_path)
+    path = study / PER_EXAMPLE
+    edit = _shift("jsb/nope/seed0", "test", 3, lambda nll: nll - 2.5)
+    before = path.read_bytes()
+    edit_study_file(study, PER_EXAMPLE, edit)
+    (study / "study.json").write_text(
+        (study / "study.json").read_text().replace(sha256(path.read_bytes()), sha256(before))
+    )
+    err = _compare_refuses(tmp_path, capsys, study)
+    assert f"{path}: its sha256 is {sha256(path.read_bytes())}, study.json lists {sha256(before)}: the file " in err
+
+    study = published(tmp_path / "again")
+    edit_study_file(study, PER_EXAMPLE, edit)  # the sum updated: the rows are read, and disagree with the record
+    err = _compare_refuses(tmp_path, capsys, study)
+    assert f"{study / 'runs.json.gz'}: jsb/nope/seed0: its test summary has nll " in err
+    assert "the mean of its 6 rows in per_example.csv.gz is " in err and "the record and its rows disagree" in err
+
+
+def test_a_record_that_claims_another_run_is_refused(tmp_path, capsys):
+    """A record listed as nope's whose manifest names darope would be laid out over darope's run."""
+    study = published(tmp_path)
+
+    def claim(records):
+        records["jsb/nope/seed0"]["manifest"]["run"]["pe_id"] = "darope"
+        return records
+
+    edit_study_file(study, "runs.json.gz", claim)
+    err = _compare_refuses(tmp_path, capsys, study)
+    assert (
+        f"{study / 'runs.json.gz'}: jsb/nope/seed0: its manifest records jsb/darope/seed0: a record must be the run "
+        "it is listed as" in err
+    )
+
+
+def test_a_stray_file_beside_the_studys_own_is_not_read(tmp_path):
+    """per_position/nope.old.csv.gz beside nope.csv.gz: only the files study.json lists are read."""
+    study = published(tmp_path)
+    before = read_study(study).positions
+    stray = gzip.decompress((study / "per_position" / "nope.csv.gz").read_bytes()).decode().replace(",2\n", ",4\n")
+    (study / "per_position" / "nope.old.csv.gz").write_bytes(gzip.compress(stray.encode()))
+    assert read_study(study).positions == before
+    assert len(before["jsb/nope/seed0"]["test"]) == 3
+
+
+def test_two_studies_that_disagree_on_a_run_are_refused_in_either_order_and_one_named_twice_is_read_once(
+    tmp_path, capsys
+):
+    first = published(tmp_path)
+    lm_domain(tmp_path / "other_runs", "jsb", {"hope": X + 0.002})
+    lm_domain(tmp_path / "other_runs", "jsb", {"nope": X + 0.3 + np.array([0, 0, 0.004, 0, 0, 0])}, seeds=(1,))
+    second = tmp_path / "other"
+    export_study(tmp_path / "other_runs", ["jsb"], second)
+    for a, b in ((first, second), (second, first)):
+        err = _compare_refuses(tmp_path, capsys, a, b)
+        assert (
+            f"jsb/nope/seed1: {a / PER_EXAMPLE} and {b / PER_EXAMPLE} hold it with other numbers: test example 2 "
+            "differs by 0.004 nats (tolerance 1e-05); at most one of them is this run" in err
+        )
+    lm_domain(tmp_path / "runs", "jsb", {"hope": X + 0.002})
+    for name, studies in (("once", [first]), ("twice", [first, first])):
+        args = ["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / name), "--with", *map(str, studies)]
+        assert compare_main(args) == 0
+    assert f"warning: --with names {first} twice: it is read once" in capsys.readouterr().err
+    assert (tmp_path / "twice/jsb/summary.csv").read_text() == (tmp_path / "once/jsb/summary.csv").read_text()
+
+
+def test_damage_is_named_by_the_studys_own_file_and_run(tmp_path, capsys):
+    """Neither a temporary folder deleted at exit nor the study's folder alone: the file, the run, what is wrong."""
+    study = published(tmp_path)
+    edit_study_file(study, PER_EXAMPLE, _shift("jsb/nope/seed1", "test", 2, lambda nll: math.nan))
+    err = _compare_refuses(tmp_path, capsys, study)
+    assert f"{study / PER_EXAMPLE}: jsb/nope/seed1, test example 2 (line 28): nll nan, expected a number of" in err
+    assert "posbench-" not in err
+
+    study = published(tmp_path / "manifest")  # what only the analysis reads of a record: named in the study's terms
+
+    def without_parameters(records):
+        del records["jsb/nope/seed1"]["manifest"]["n_params"]
+        return records
+
+    edit_study_file(study, "runs.json.gz", without_parameters)
+    err = _compare_refuses(tmp_path, capsys, study)
+    assert f"{study / 'runs.json.gz'} (the manifest of jsb/nope/seed1): no n_params" in err
+    assert "posbench-" not in err
+
+    study = published(tmp_path / "gzip")
+    edit_study_file(study, PER_EXAMPLE, lambda rows: rows)
     (study / PER_EXAMPLE).write_bytes(b"not gzip")
-    with pytest.raises(StudyError, match="a file of the study is damaged"):
+    with pytest.raises(StudyError, match=f"{study / PER_EXAMPLE}: its sha256 is "):
+        read_study(study)
+    description = json.loads((study / "study.json").read_text())
+    description["files"][PER_EXAMPLE] = sha256(b"not gzip")
+    (study / "study.json").write_text(json.dumps(description))
+    with pytest.raises(StudyError, match=f"{study / PER_EXAMPLE}: damaged, not gzipped CSV"):
         read_study(study)
     with pytest.raises(StudyError, match="study.json: missing"):
         read_study(tmp_path / "nowhere")
 
 
-def _tamper(study, run, split, example, delta):
-    """Shift one published per-example NLL by delta (the gzip rewritten)."""
-    path = study / PER_EXAMPLE
-    rows = list(csv.reader(io.StringIO(gzip.decompress(path.read_bytes()).decode())))
-    for row in rows[1:]:
-        if row[0] == run and row[1] == split and row[2] == str(example):
-            row[3] = repr(float(row[3]) + delta)
-    out = io.StringIO()
-    csv.writer(out, lineterminator="\n").writerows(rows)
-    path.write_bytes(gzip.compress(out.getvalue().encode()))
+def test_an_absurd_finite_nll_is_refused_by_name_and_the_largest_a_model_can_score_is_reported(tmp_path, capsys):
+    study = published(tmp_path)
+    edit_study_file(study, PER_EXAMPLE, _shift("jsb/nope/seed1", "test", 2, lambda nll: 1e308))
+    err = _compare_refuses(tmp_path, capsys, study)
+    assert f"{study / PER_EXAMPLE}: jsb/nope/seed1, test example 2 (line 28): nll 1e+308, expected a number of " in err
+    assert "in [0, 3.4e+38]" in err
+
+    study = published(tmp_path / "largest")  # float32's largest, the record agreeing: a report, not a traceback
+    edit_study_file(study, PER_EXAMPLE, _shift("jsb/nope/seed1", "test", 2, lambda nll: 3.4e38))
+
+    def summary(records):
+        records["jsb/nope/seed1"]["summary"]["splits"]["test"]["nll"] = (
+            math.fsum([*(X + 0.3)[[0, 1, 3, 4, 5]], 3.4e38]) / 6
+        )
+        return records
+
+    edit_study_file(study, "runs.json.gz", summary)
+    args = ["--runs", str(tmp_path / "none"), "--out", str(tmp_path / "out"), "--with", str(study)]
+    assert compare_main(args) == 0
+
+
+def test_a_study_with_an_infinite_tolerance_or_an_older_format_is_read_as_such(tmp_path, capsys):
+    study = published(tmp_path)
+    description = json.loads((study / "study.json").read_text())
+    (study / "study.json").write_text(json.dumps({**description, "tolerance_nats": math.inf}))
+    with pytest.raises(
+        StudyError, match=r"study.json: the tolerance must be a finite positive number of nats, got inf"
+    ):
+        read_study(study)
+    # format 1 (before the checksums): every other check, and a warning saying how to re-publish it
+    del description["files"]
+    (study / "study.json").write_text(json.dumps({**description, "format": 1}))
+    assert len(read_study(study).records) == 6
+    assert f"re-publish it to add them (make publish WITH={study} STUDY={study}" in capsys.readouterr().err
+    assert (
+        publish_main(["--runs", str(tmp_path / "none"), "--domains", "jsb", "--out", str(study), "--with", str(study)])
+        == 0
+    )
+    assert json.loads((study / "study.json").read_text())["format"] == 2 and read_study(study)
+
+
+def _files(folder):
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def test_publish_refuses_to_replace_a_study_it_would_shrink_or_change_and_says_what_replace_drops(tmp_path, capsys):
+    study = published(tmp_path)
+    before = _files(study)
+    lm_domain(tmp_path / "two", "jsb", {"hope": X + 0.002}, seeds=(0, 1))
+    args = ["--runs", str(tmp_path / "two"), "--domains", "jsb", "--out", str(study)]
+    with pytest.raises(SystemExit) as exit_:
+        publish_main(args)
+    assert exit_.value.code == 1 and _files(study) == before
+    err = capsys.readouterr().err
+    assert (
+        f"refusing to publish into {study}: the study there holds 6 runs, the new one 2: it drops 6: "
+        "jsb/darope/seed0, jsb/darope/seed1, "
+        in err
+        and "Publish into another folder, grow the study (--with" in err
+    )
+    lm_domain(tmp_path / "changed", "jsb", {"darope": X, "nope": X + 0.3}, seeds=(0, 2))
+    lm_domain(tmp_path / "changed", "jsb", {"darope": X, "nope": X + 0.3 + np.array([0, 0, 0, 0.5, 0, 0])}, seeds=(1,))
+    with pytest.raises(SystemExit):
+        publish_main(["--runs", str(tmp_path / "changed"), "--domains", "jsb", "--out", str(study)])
+    assert "it changes the numbers of 1: jsb/nope/seed1" in capsys.readouterr().err and _files(study) == before
+
+    assert publish_main([*args, "--with", str(study)]) == 0  # grown: every run kept, two added
+    assert f"{study}: the study grows by 2 runs: jsb/hope/seed0, jsb/hope/seed1" in capsys.readouterr().out
+    assert publish_main([*args, "--replace"]) == 0
+    out = capsys.readouterr().out
+    assert f"replacing the study in {study}: the study there holds 8 runs, the new one 2: it drops 6: " in out
+    assert json.loads((study / "study.json").read_text())["domains"] == {"jsb": ["jsb/hope/seed0", "jsb/hope/seed1"]}
+
+
+def test_a_publish_that_fails_part_way_leaves_the_study_as_it_was(tmp_path, capsys):
+    """A publish whose second domain is refused has written nothing: not the first domain's settle record."""
+    from pipelines.analysis.sequential import Design
+
+    lm_domain(tmp_path / "published_runs", "jsb", {"darope": X, "nope": X + 0.3})
+    design = {"design": Design.grow([0, 1, 2], 10, ref="darope").to_json()}
+    (tmp_path / "published_runs/jsb/settle.json").write_text(json.dumps(design))
+    export_study(tmp_path / "published_runs", ["jsb"], tmp_path / "study")
+    before = _files(tmp_path / "study")
+    lm_domain(tmp_path / "runs", "jsb", {"darope": X, "nope": X + 0.3})
+    design = {"design": Design.grow([0, 1, 2], 6, ref="darope").to_json()}
+    (tmp_path / "runs/jsb/settle.json").write_text(json.dumps(design))
+    lm_domain(tmp_path / "runs", "maestro", {"darope": X, "nope": X + 0.3})
+    manifest = tmp_path / "runs/maestro/nope/seed2/manifest.json"
+    manifest.write_text(manifest.read_text().replace('"max_steps": 800', '"max_steps": 200'))
+    args = ["--runs", str(tmp_path / "runs"), "--domains", "jsb", "maestro", "--out", str(tmp_path / "study")]
+    with pytest.raises(SystemExit):
+        publish_main(args)
+    assert "maestro/nope/seed2: differs from the other runs of maestro in trainer.max_steps" in capsys.readouterr().err
+    assert _files(tmp_path / "study") == before
+
+
+def test_publish_refuses_a_study_of_no_run_and_an_infinite_tolerance(tmp_path, capsys):
+    lm_domain(tmp_path / "runs", "jsb", {"darope": X})
+    for done in (tmp_path / "runs").rglob("done.json"):
+        done.unlink()  # every run unfinished
+    args = ["--runs", str(tmp_path / "runs"), "--domains", "jsb", "--out", str(tmp_path / "study")]
+    with pytest.raises(SystemExit) as exit_:
+        publish_main(args)
+    assert exit_.value.code == 1 and not (tmp_path / "study").exists()
+    assert f"{tmp_path / 'runs' / 'jsb'}: no finished run of jsb: nothing to publish" in capsys.readouterr().err
+    lm_domain(tmp_path / "finished", "jsb", {"darope": X})
+    with pytest.raises(SystemExit) as exit_:
+        publish_main(
+            ["--runs", str(tmp_path / "finished"), "--domains", "jsb", "--out", str(tmp_path / "study")]
+            + ["--tolerance", "inf"]
+        )
+    assert exit_.value.code == 2 and not (tmp_path / "study").exists()
+    assert "--tolerance must be a finite positive number of nats, got inf" in capsys.readouterr().err
+
+
+def composed_study(tmp_path):
+    """A study of darope and nope at seeds 0-2 whose records hold composed configs (make reproduce can train them)."""
+    lm_domain(tmp_path / "published_runs", "jsb", {"darope": X, "nope": X + 0.3})
+    with_composed_configs(tmp_path / "published_runs")
+    export_study(tmp_path / "published_runs", ["jsb"], tmp_path / "study")
+    return tmp_path / "study"
+
+
+def _reproduce_refuses(study, scratch, monkeypatch, capsys, *runs):
+    """reproduce exits 1 before anything trains; returns what it printed to stderr."""
+    trained = []
+    monkeypatch.setattr(reproduce_module, "run_local", lambda jobs, workers: trained.extend(jobs) or [])
+    with pytest.raises(SystemExit) as exit_:
+        reproduce_main(["--study", str(study), "--runs", *runs, "--scratch", str(scratch)])
+    assert exit_.value.code == 1 and trained == []
+    return capsys.readouterr().err
+
+
+def test_reproduce_refuses_a_stale_run_in_its_scratch_folder_before_training(tmp_path, monkeypatch, capsys):
+    study = composed_study(tmp_path)
+    stale = tmp_path / "scratch" / "jsb" / "darope" / "seed0"
+    shutil.copytree(tmp_path / "published_runs/jsb/nope/seed0", stale)  # another encoding's finished run
+    err = _reproduce_refuses(study, tmp_path / "scratch", monkeypatch, capsys, "darope/0")
+    assert (
+        f"{stale}: a finished run of other settings is there already (it is jsb/nope/seed0, not jsb/darope/seed0): "
+        "it would be compared instead of a run trained from the study; delete it, or choose another --scratch" in err
+    )
+    shutil.rmtree(stale)
+    shutil.copytree(tmp_path / "published_runs/jsb/darope/seed0", stale)  # the run, trained for fewer steps
+    manifest = json.loads((stale / "manifest.json").read_text())
+    steps = manifest["config"]["trainer"]["max_steps"]
+    manifest["config"]["trainer"]["max_steps"] = 5
+    (stale / "manifest.json").write_text(json.dumps(manifest))
+    err = _reproduce_refuses(study, tmp_path / "scratch", monkeypatch, capsys, "darope/0")
+    assert f"({'trainer.max_steps'} 5, the study's run has {steps})" in err
+
+
+def test_reproduce_refuses_a_record_that_contradicts_study_json_before_training(tmp_path, monkeypatch, capsys):
+    study = composed_study(tmp_path)
+    steps = json.loads((study / "study.json").read_text())["holds_fixed"]["jsb"]["trainer.max_steps"]
+
+    def fewer_steps(records):
+        records["jsb/darope/seed0"]["manifest"]["config"]["trainer"]["max_steps"] = 5
+        return records
+
+    edit_study_file(study, "runs.json.gz", fewer_steps)
+    err = _reproduce_refuses(study, tmp_path / "scratch", monkeypatch, capsys, "darope/0")
+    assert (
+        f"{study / 'runs.json.gz'}: jsb/darope/seed0: its manifest contradicts what study.json holds fixed: "
+        f"trainer.max_steps 5 (study.json: {steps})" in err
+    )
 
 
 @pytest.mark.slow
-def test_reproduce_retrains_a_published_run_within_tolerance_and_names_a_tampered_value(tmp_path, monkeypatch, capsys):
+def test_reproduce_retrains_a_published_run_and_its_yarn_evaluation_and_names_a_forged_value(
+    tmp_path, monkeypatch, capsys
+):
+    """rope10k/0 and its YaRN evaluation (one training), into a scratch folder whose name is outside ASCII and holds
+    quotes; then a value forged with its record and checksum updated (it passes every check of the study's own):
+    only re-training shows it."""
     monkeypatch.setenv("POSBENCH_MIRROR", str(SAMPLES))
     monkeypatch.setenv("POSBENCH_DATA", str(tmp_path / "data"))
     short = ["trainer.max_steps=6", "trainer.optim.warmup_steps=2", "trainer.val_every=6", "trainer.val_batches=1"]
@@ -138,13 +420,26 @@ def test_reproduce_retrains_a_published_run_within_tolerance_and_names_a_tampere
         ["domain=jsb", "preset=tiny", "pe=rope10k", "seed=0", f"runs_root={tmp_path / 'runs'}", *short]
     )
     train_and_evaluate(cfg)
-    export_study(tmp_path / "runs", ["jsb"], tmp_path / "study")
-    args = ["--study", str(tmp_path / "study"), "--runs", "rope10k/0", "--scratch", str(tmp_path / "again")]
+    study = tmp_path / "study"
+    export_study(tmp_path / "runs", ["jsb"], study)
+    labels = json.loads((study / "study.json").read_text())["domains"]["jsb"]
+    assert labels == ["jsb/rope10k+yarn/seed0", "jsb/rope10k/seed0"]
+    scratch = tmp_path / "résumé" / 'it\'s "again"'
+    args = ["--study", str(study), "--runs", "rope10k/0", "rope10k+yarn/0", "--scratch", str(scratch)]
     assert reproduce_main(args) == 0
     out = capsys.readouterr().out
-    assert "jsb/rope10k/seed0: largest per-example difference" in out and "within the tolerance 1e-05" in out
-    _tamper(tmp_path / "study", "jsb/rope10k/seed0", "test", 2, 0.01)
-    assert reproduce_main(args) == 1  # the runs are kept: only the comparison is redone
+    for label in ("jsb/rope10k/seed0", "jsb/rope10k+yarn/seed0"):
+        assert f"{label}: largest per-example difference" in out and "within the tolerance 1e-05" in out
+    assert (scratch / "jsb" / "rope10k+yarn" / "seed0" / "done.json").is_file()
+
+    edit_study_file(study, PER_EXAMPLE, _shift("jsb/rope10k/seed0", "test", 2, lambda nll: nll + 0.01))
+
+    def summary(records):
+        records["jsb/rope10k/seed0"]["summary"]["splits"]["test"]["nll"] += 0.01 / 4
+        return records
+
+    edit_study_file(study, "runs.json.gz", summary)
+    assert reproduce_main(args[:4] + args[5:]) == 1  # the runs are kept: only the comparison is redone
     out = capsys.readouterr().out
     assert "jsb/rope10k/seed0: largest per-example difference 0.01 nats (test example 2); OUTSIDE" in out
 

@@ -15,7 +15,7 @@ from pipelines.analysis.sequential import Design
 from pipelines.compare import main as compare_main
 from pipelines.publish import main as publish_main
 from pipelines.runs.published import export_study
-from tests.run_fixtures import compare, lm_domain, read_csv, section, synthetic_tree
+from tests.run_fixtures import compare, lm_domain, read_csv, section, synthetic_tree, with_composed_configs
 
 X = np.array([0.2, 1.4, 0.6, 2.5, 1.0, 0.8])  # six test examples of very different difficulty
 
@@ -232,19 +232,12 @@ def test_settle_with_refuses_a_local_design_other_than_the_studys(tmp_path, caps
 def test_settle_with_refuses_before_training_a_run_the_study_would_not_take(tmp_path, capsys):
     """The study holds fixed what a run composed at its preset has (as a real published study does); a settle
     whose overrides change the budget is refused by name before any folder is made."""
-    from omegaconf import OmegaConf
-
     from pipelines.experiment.config import compose_config
-    from pipelines.runs.settings import fixed_properties
 
     fabricated_study(tmp_path / "published_runs")
+    with_composed_configs(tmp_path / "published_runs")
     export_study(tmp_path / "published_runs", ["jsb"], tmp_path / "study")
     cfg = compose_config(["domain=jsb", "preset=tiny", "pe=darope", "seed=0"])
-    data = json.loads((tmp_path / "study" / "study.json").read_text())
-    data["holds_fixed"]["jsb"] = fixed_properties(
-        {"config": OmegaConf.to_container(cfg, resolve=True), "data_hashes": {}}
-    )
-    (tmp_path / "study" / "study.json").write_text(json.dumps(data))
     args = ["--domain", "jsb", "--runs", str(tmp_path / "local"), "--with", str(tmp_path / "study"), "--ref", "darope"]
     assert settle_module.main([*args, "--plan"]) == 0
     assert "plan: the next look needs 4 runs" in capsys.readouterr().out
@@ -309,3 +302,104 @@ def test_an_encoding_joining_a_designed_study_keeps_the_studys_verdicts_and_gets
     planned = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("  jsb/")]
     assert [label for label in planned if "/alibi/" in label] == [f"jsb/alibi/seed{s}" for s in range(len(seeds), 3)]
     assert {"jsb/darope/seed3", "jsb/rope10k/seed3"} <= set(planned)
+
+
+@pytest.mark.parametrize(("seeds", "max_seeds", "looks"), [(3, 3, [3]), (9, 10, [9, 10])])
+def test_the_command_that_fixed_a_design_continues_it_where_its_looks_collapsed(
+    tmp_path, monkeypatch, capsys, seeds, max_seeds, looks
+):
+    """--max-seeds 3 over 3 seeds, or 10 over 9, collapse the four looks asked for into fewer; the same command run
+    again (after an interruption) continues the design; another maximum is still refused."""
+    root = tmp_path / "runs"
+    lm_domain(root, "jsb", {"darope": X, "rope10k": X + 0.02}, seeds=tuple(range(seeds)), seed_step=0.05)
+    monkeypatch.setattr(settle_module, "run_local", fake_training(root, []))
+    command = ["--domain", "jsb", "--runs", str(root), "--ref", "darope", "--max-seeds", str(max_seeds)]
+    assert settle_module.main(command) == 0
+    assert json.loads((root / "jsb" / "settle.json").read_text())["design"]["looks"] == looks
+    capsys.readouterr()
+    assert settle_module.main(command) == 0
+    assert f"design from {root / 'jsb' / 'settle.json'}" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        settle_module.main([*command[:-1], str(max_seeds + 1)])
+    assert f"cannot change: max seeds {max_seeds + 1} (the design has {max_seeds})" in capsys.readouterr().err
+
+
+def test_settle_with_one_encoding_says_there_is_nothing_to_compare(tmp_path, capsys):
+    lm_domain(tmp_path / "runs", "jsb", {"rope10k": X})
+    with pytest.raises(SystemExit) as exit_:
+        settle_module.main(["--domain", "jsb", "--runs", str(tmp_path / "runs")])
+    assert exit_.value.code == 1
+    assert "jsb: one encoding (rope10k) has finished runs: nothing to compare" in capsys.readouterr().err
+    assert not (tmp_path / "runs" / "jsb" / "settle.json").exists()
+
+
+def test_encodings_settles_those_encodings_against_the_reference_and_refuses_without_one(tmp_path, capsys):
+    """--encodings darope: darope against rope10k (the default reference, read although not listed), the others
+    left out; where the default reference has no run, the command is refused by name rather than darope (or
+    another listed encoding) becoming the reference."""
+    fabricated_study(tmp_path / "runs")
+    command = ["--domain", "jsb", "--runs", str(tmp_path / "runs"), "--plan"]
+    assert settle_module.main([*command, "--encodings", "darope"]) == 0
+    out = capsys.readouterr().out
+    assert "reference rope10k" in out and " darope vs rope10k: " in out
+    assert [line.split()[0] for line in out.splitlines() if " vs " in line] == ["darope"]
+    lm_domain(tmp_path / "other", "jsb", {"darope": X, "nope": X + 0.3}, seed_step=0.01)
+    command = ["--domain", "jsb", "--runs", str(tmp_path / "other"), "--plan", "--encodings", "nope"]
+    with pytest.raises(SystemExit):
+        settle_module.main(command)
+    assert (
+        "jsb: --encodings nope settles those encodings against the reference, and the default reference rope10k has "
+        f"no finished run in {tmp_path / 'other' / 'jsb'}: name the reference with --ref" in capsys.readouterr().err
+    )
+    assert settle_module.main([*command, "--ref", "darope"]) == 0
+    assert " nope vs darope: " in capsys.readouterr().out
+
+
+def test_a_settle_waiting_for_another_processs_runs_sleeps_between_looks(tmp_path, monkeypatch, capsys):
+    import time
+
+    fabricated_study(tmp_path / "runs")
+    calls, slept = [], []
+
+    class Stop(Exception):
+        pass
+
+    def held_elsewhere(jobs, workers):  # another settle holds every run's lock
+        calls.append([job.label for job in jobs])
+        if len(calls) == 3:
+            raise Stop
+        for job in jobs:
+            job.status, job.error = "running elsewhere", "held by pid 7 on host-b"
+        return []
+
+    monkeypatch.setattr(settle_module, "run_local", held_elsewhere)
+    monkeypatch.setattr(time, "sleep", slept.append)
+    with pytest.raises(Stop):
+        settle_module.main(["--domain", "jsb", "--runs", str(tmp_path / "runs"), "--ref", "darope"])
+    assert len(calls) == 3 and len(slept) == 2  # a sleep between each two looks
+    assert slept == [settle_module.WAIT_SECONDS] * 2 and settle_module.WAIT_SECONDS >= 10
+    assert (
+        f"waiting {settle_module.WAIT_SECONDS} s for 4 runs another process is training: jsb/darope/seed3 (held by "
+        "pid 7 on host-b)" in capsys.readouterr().out
+    )
+
+
+def test_plan_estimates_a_runs_wall_time_with_its_process_start_up(tmp_path, capsys):
+    """A run of 1 s of training whose process ran 12 s (its log's start to done.json): the plan says 12 s a run."""
+    fabricated_study(tmp_path / "runs")
+    command = ["--domain", "jsb", "--runs", str(tmp_path / "runs"), "--ref", "darope", "--plan"]
+    for manifest in (tmp_path / "runs").glob("jsb/*/seed*/manifest.json"):
+        manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "train_seconds_this_process": 1.0}))
+    assert settle_module.main(command) == 0
+    out = capsys.readouterr().out
+    assert "  jsb/darope/seed3  (about 1 s and its start-up)" in out
+    assert "no run here has a log (train.*.out) to time a process's start-up from" in out
+    for run in (tmp_path / "runs").glob("jsb/*/seed*"):
+        (run / "train.20250101T000000.4242.out").write_text("")
+        (run / "done.json").write_text(json.dumps({"finished": "2025-01-01T00:00:12.500000+00:00"}))
+    assert settle_module.main(command) == 0
+    out = capsys.readouterr().out
+    assert "  jsb/darope/seed3  (about 12 s)" in out
+    assert (
+        "plan: about 50 s of run time in all (median wall time of the finished runs, process start-up included)" in out
+    )

@@ -15,7 +15,7 @@ import submitit
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from pipelines.experiment.config import CONFIG_DIR
+from pipelines.experiment.config import CONFIG_DIR, compose_config
 from pipelines.launch.jobs import plan
 from pipelines.launch.slurm import slurm_command
 from pipelines.runs.layout import TRAIN_METRICS
@@ -34,6 +34,17 @@ def test_plan_has_seeds_outermost_and_deterministic_folders(tmp_path):
     ]
     assert all(job.folder == tmp_path / job.label for job in jobs)
     assert jobs[0].tokens_per_step == 32 * 32 and jobs[0].max_steps == 500  # batch x context of the tiny preset
+
+
+AWKWARD = ["résumé/runs", 'it\'s "quoted" [1], a=b/runs', "x${y}\\/runs"]  # outside ASCII; quotes, brackets, =, ${
+
+
+@pytest.mark.parametrize("name", AWKWARD)
+def test_a_runs_folder_of_any_name_is_passed_to_hydra_as_one_string(tmp_path, name):
+    """sweep, settle and reproduce plan their runs here (Hydra's override grammar would refuse the bare path)."""
+    (job,) = plan("jsb", ["rope10k"], [0], "tiny", tmp_path / name)
+    assert job.folder == tmp_path / name / "jsb" / "rope10k" / "seed0"
+    assert compose_config(job.overrides).runs_root == str(tmp_path / name)
 
 
 def test_the_live_view_reads_the_step_from_the_step_column_of_the_runs_metrics_file(tmp_path):
@@ -143,6 +154,19 @@ def test_a_killed_sweep_rerun_completes_only_what_was_missing(tmp_path):
     assert len(list(tmp_path.glob("synthetic/*/*/*/done.json"))) == 4
     ran = [line for line in rerun.stdout.splitlines() if ": done" in line]
     assert len(ran) == 4 - len(done), rerun.stdout  # only the missing runs were trained
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", AWKWARD[:2])
+def test_a_sweep_trains_into_a_runs_folder_outside_ascii_or_with_quotes(tmp_path, name):
+    runs = tmp_path / name
+    command = [sys.executable, "-m", "pipelines.sweep", "--domain", "synthetic", "--encodings", "nope", "--seeds", "0"]
+    command += ["--tasks", "reverse_string", "--runs", str(runs), "--jobs", "1", "debug=fast", "trainer.max_steps=4"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    manifest = json.loads((runs / "synthetic/reverse_string/nope/seed0/manifest.json").read_text())
+    assert manifest["config"]["runs_root"] == str(runs)
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ those of `configs/roster/`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -28,6 +29,24 @@ def compose_config(overrides: Sequence[str] = (), name: str = "train") -> DictCo
     """The config a command line with these overrides would get, without a command line."""
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         return compose(name, overrides=list(overrides))
+
+
+def override_value(value: Any) -> str:
+    """A config value as a Hydra override writes it. A string is quoted, its quotes escaped (and the backslashes
+    before one, or before the closing quote, doubled: Hydra's grammar) and `${` escaped (no interpolation), so that
+    a path with a space, a quote, a comma, brackets or a letter outside ASCII (`résumé/runs`) stays one string, and
+    `true` or `1e-3` stay strings."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(override_value(v) for v in value) + "]"
+    if isinstance(value, str):
+        escaped = re.sub(r"(\\*)\$\{", lambda m: m[1] * 2 + "\\${", value)
+        escaped = re.sub(r"(\\*)'", lambda m: m[1] * 2 + "\\'", escaped)
+        return "'" + re.sub(r"(\\+)$", lambda m: m[1] * 2, escaped) + "'"
+    return str(value)
 
 
 def config_options(group: str) -> list[str]:

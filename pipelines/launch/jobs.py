@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipelines.experiment.config import compose_config, datamodule_class
+from pipelines.experiment.config import compose_config, datamodule_class, override_value
 from pipelines.runs.layout import MANIFEST, TRAIN_METRICS, RunKey, has_tasks
 
 ELSEWHERE = "running elsewhere"  # a job's status when another process holds its run folder (another sweep)
@@ -102,7 +102,7 @@ def plan(
                     f"preset={preset}",
                     f"pe={encoding}",
                     f"seed={seed}",
-                    f"runs_root={runs_root}",
+                    f"runs_root={override_value(str(runs_root))}",  # quoted: any path is one string
                     *group,
                     *overrides,
                 ]

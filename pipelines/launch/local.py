@@ -18,6 +18,7 @@ import functools
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -35,6 +36,8 @@ from pipelines.runs.layout import DONE, FAILED
 from pipelines.runs.lock import LOCKED_EXIT, RunLockedError
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+LOG_STAMP = "%Y%m%dT%H%M%S"  # a training process's log: train.<its start, UTC>.<the sweep's pid>[.<n>].out
+_LOG_NAME = re.compile(r"train\.(\d{8}T\d{6})\.\d+(?:\.\d+)?\.out")
 
 
 def die_with_parent(parent: int) -> None:
@@ -68,7 +71,7 @@ def _failure_reason(job: Job, fallback: str) -> str:
 def open_log(folder: Path):
     """A new log file for one training process of the run in `folder`: train.<UTC time>.<this pid>.out, created
     exclusively (a name taken already, by another host's sweep, gets a counter)."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    stamp = datetime.now(timezone.utc).strftime(LOG_STAMP)
     for attempt in itertools.count():
         name = f"train.{stamp}.{os.getpid()}{f'.{attempt}' if attempt else ''}.out"
         try:
@@ -76,6 +79,12 @@ def open_log(folder: Path):
         except FileExistsError:
             continue
     raise AssertionError("unreachable")
+
+
+def log_started(path: Path) -> datetime | None:
+    """When the training process whose log `path` is (open_log) was started, to the second; None for another file."""
+    match = _LOG_NAME.fullmatch(path.name)
+    return datetime.strptime(match[1], LOG_STAMP).replace(tzinfo=timezone.utc) if match else None
 
 
 def _last_line(path: Path) -> str:

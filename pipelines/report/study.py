@@ -84,9 +84,14 @@ PAGE_FIELDS += ("p_better_lo", "p_better_hi")
 def write_study_report(study: Study, out: Path) -> Path:
     """Write the per-domain reports and the study files into `out`, all or nothing; return its summary.md."""
     out = Path(out)
-    earlier_cd = [path.name for path in out.glob("cd_*.png")]
-    publish(out, lambda folder: render_study(study, folder), owned=[*STUDY_FILES, *earlier_cd])
+    publish(out, lambda folder: render_study(study, folder), owned=study_report_files(out))
     return out / "summary.md"
+
+
+def study_report_files(out: Path) -> list[str]:
+    """The names a study's report owns in `out`: its files, and the critical-difference figures an earlier report
+    wrote there (a domain group may be gone since)."""
+    return [*STUDY_FILES, *(path.name for path in Path(out).glob("cd_*.png"))]
 
 
 def render_study(study: Study, folder: Path) -> list[str]:
