@@ -9,6 +9,8 @@ PY := $(VENV)/bin/python
 # A GPU user points VENV at an environment that already holds a CUDA torch, which is kept.
 TORCH_SPEC ?= torch==2.13.0
 ENV_STAMP := $(VENV)/.posbench-installed
+# pytest-xdist workers for make test (one per core); TEST_WORKERS=1 runs them in one worker
+TEST_WORKERS ?= auto
 
 # Sweep settings: make train DOMAIN=jsb ROSTER=paper SEEDS="0 1 2" PRESET=tiny LAUNCHER=local ARGS="trainer.max_steps=100"
 # (ENCODINGS="myrope rope10k" instead of a roster)
@@ -46,11 +48,11 @@ $(ENV_STAMP): pyproject.toml
 
 env: $(ENV_STAMP) ## Create the environment (.venv) if missing
 
-test: $(ENV_STAMP) ## Run the test suite (this is what CI runs)
-	$(PY) -m pytest -q tests
+test: $(ENV_STAMP) ## Run the test suite (this is what CI runs; TEST_WORKERS=1 for one process)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
 test-fast: $(ENV_STAMP) ## The tests that neither train a model nor start a process (for development)
-	$(PY) -m pytest -q -m "not slow" tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow" tests
 
 train: $(ENV_STAMP) ## Train a domain's roster x seeds (DOMAIN=.. or all, ROSTER, SEEDS, PRESET, LAUNCHER=local|slurm)
 	$(PY) -m pipelines.sweep --domain $(DOMAIN) $(if $(ENCODINGS),--encodings $(ENCODINGS),--roster $(ROSTER)) \

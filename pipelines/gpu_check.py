@@ -1,7 +1,8 @@
 """`make gpu-check`: one prepared run for the first session on a CUDA GPU, in under 10 minutes, one report.
 
     python -m pipelines.gpu_check [--preset paper] [--device auto] [--domains ...] [--roster paper] [--steps 3]
-                                  [--throughput-domains jsb maestro] [--out results/gpu_check]
+                                  [--throughput-domains jsb maestro] [--throughput-encodings ...]
+                                  [--out results/gpu_check]
 
 Writes OUT/report.md and OUT/report.json (pipelines.benchmarks.gpu_check): for every domain's preset model and
 every encoding of the roster, a few bf16 training steps, evaluation steps on the device and the peak memory;
@@ -35,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--roster", default="paper", choices=config_options("roster"))
     parser.add_argument("--steps", type=int, default=3, help="timed training and evaluation steps per model")
     parser.add_argument("--throughput-domains", nargs="*", default=["jsb", "maestro"], choices=domain_names())
+    parser.add_argument(
+        "--throughput-encodings", nargs="+", default=None, help="model benchmark: these of the roster (default: all)"
+    )
     parser.add_argument("--tile-mib", nargs="+", type=int, default=None, help="CoPE workspace budgets to time")
     parser.add_argument("--rounds", type=int, default=2, help="model benchmark: interleaved rounds")
     parser.add_argument("--out", type=Path, default=Path("results/gpu_check"))
@@ -66,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = throughput.parse_args(
             ["--domains", *args.throughput_domains, "--preset", args.preset, "--roster", args.roster,
              "--dtype", "bf16", "--device", str(device), "--contexts", "--rounds", str(args.rounds),
-             "--reps", "2", "--warmup", "1", "--out", str(args.out)]
+             "--reps", "2", "--warmup", "1", "--out", str(args.out),
+             *(["--encodings", *args.throughput_encodings] if args.throughput_encodings else [])]
         )  # fmt: skip
         settings.peak_flops["bf16"] = matmul_peak(device, "bf16")
         rows = model.run(settings, model.measured_encodings(settings))
