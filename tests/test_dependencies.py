@@ -21,6 +21,7 @@ USED_BY_NAME = {
     "tensorboard": "Lightning's TensorBoardLogger writes through it (logger=tensorboard)",
     "wandb": "Lightning's WandbLogger writes through it (logger=wandb)",
     "pytest": "runs the tests",
+    "pytest-xdist": "make test runs the tests in its workers (pytest -n)",
     "ruff": "make lint",
 }
 
