@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--roster", default="full")
     # the tiny preset's two tasks: the full roster on them fits the demo's time
-    parser.add_argument("--tasks", nargs="+", default=list(datamodule_class(DOMAIN).tiny_preset_tasks))
+    parser.add_argument("--tasks", nargs="+", default=list(datamodule_class(DOMAIN).preset_tasks["tiny"]))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--preset", default="tiny", choices=["tiny", "paper"])
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)

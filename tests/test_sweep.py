@@ -36,6 +36,18 @@ def test_plan_has_seeds_outermost_and_deterministic_folders(tmp_path):
     assert jobs[0].tokens_per_step == 32 * 32 and jobs[0].max_steps == 500  # batch x context of the tiny preset
 
 
+def test_a_sweep_of_the_synthetic_domain_trains_the_preset_s_own_tasks_and_every_task_at_the_paper_preset(tmp_path):
+    def tasks(preset):
+        return sorted({job.label.split("/")[1] for job in plan("synthetic", ["nope"], [0], preset, tmp_path)})
+
+    assert tasks("tiny") == ["needle", "reverse_string"]
+    # the cpu study's blocks: one task per level of the Chomsky hierarchy and per probe kind
+    assert tasks("cpu") == ["duplicate_string", "fixed_offset", "modular_arithmetic", "needle", "reverse_string"]
+    assert len(tasks("paper")) == 20
+    cpu = plan("synthetic", ["nope"], [0], "cpu", tmp_path)[0]
+    assert cpu.tokens_per_step == 32 * 32 and cpu.max_steps == 600
+
+
 AWKWARD = ["résumé/runs", 'it\'s "quoted" [1], a=b/runs', "x${y}\\/runs"]  # outside ASCII; quotes, brackets, =, ${
 
 

@@ -62,10 +62,17 @@ class SyntheticDataModule(SequenceDataModule):
         equivalence=0.01,  # SPEC 3: +-0.01 of chance-normalised accuracy
     )
     tasks = tuple(TASKS)  # one model per task
-    # In distribution, reverse_string separates the encodings (RoPE-like ones learn it at the tiny scale, NoPE does
-    # not); past the training length, needle does (the probes of paper 000 appendix E). The regular-language tasks
-    # stay at chance at this scale.
-    tiny_preset_tasks = ("reverse_string", "needle")
+    # tiny (`make demo`): in distribution, reverse_string separates the encodings (RoPE-like ones learn it at this
+    # scale, NoPE does not); past the training length, needle does. cpu (docs/results/synthetic-cpu): one task of
+    # each level of the Chomsky hierarchy and of each probe kind, chosen by a pilot of rope10k and nope
+    # (docs/presets.md): modular_arithmetic (regular; every regular task stays near chance at this scale, and this
+    # is the one where rope10k was above it), reverse_string (deterministic context-free), duplicate_string
+    # (context-sensitive), needle (retrieval: the encodings part past the training length) and fixed_offset
+    # (positional: rope10k 0.53, nope 0.15 chance-normalised in the pilot).
+    preset_tasks = {
+        "tiny": ("reverse_string", "needle"),
+        "cpu": ("modular_arithmetic", "reverse_string", "duplicate_string", "needle", "fixed_offset"),
+    }
 
     def __init__(self, *, task: str, eval_examples: int = 500, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -73,9 +73,9 @@ class Job:
 
 
 def default_tasks(domain: str, preset: str) -> list[str]:
-    """The tasks a sweep of a domain with tasks trains: its tiny-preset tasks at the tiny preset, else all of them."""
+    """The tasks a sweep of a domain with tasks trains: the preset's own (`preset_tasks`), else all of them."""
     cls = datamodule_class(domain)
-    return list(cls.tiny_preset_tasks if preset == "tiny" else cls.tasks)
+    return list(cls.preset_tasks.get(preset, cls.tasks))
 
 
 def plan(
