@@ -127,6 +127,9 @@ from domains.maestro.progress import TokenisingProgress
 from pipelines.prepare import main
 
 after, signal_name, workers_file = int(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+# Ctrl-C as a terminal delivers it, whatever this process inherited: a shell starts background jobs with SIGINT
+# ignored, and Python then installs no KeyboardInterrupt handler, so the signal below would do nothing
+signal.signal(signal.SIGINT, signal.default_int_handler)
 update = TokenisingProgress.update
 
 def update_then_signal(self):  # called once a file is cached and counted
