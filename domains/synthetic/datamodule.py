@@ -63,7 +63,7 @@ class SyntheticDataModule(SequenceDataModule):
     )
     tasks = tuple(TASKS)  # one model per task
     # tiny (`make demo`): in distribution, reverse_string separates the encodings (RoPE-like ones learn it at this
-    # scale, NoPE does not); past the training length, needle does. cpu (docs/results/synthetic-cpu): one task of
+    # scale, NoPE does not); past the training length, needle does. cpu (the synthetic cpu study): one task of
     # each level of the Chomsky hierarchy and of each probe kind, chosen by a pilot of rope10k and nope
     # (docs/presets.md): modular_arithmetic (regular; every regular task stays near chance at this scale, and this
     # is the one where rope10k was above it), reverse_string (deterministic context-free), duplicate_string
