@@ -3,7 +3,7 @@
     python -m pipelines.publish --runs runs --domains jsb --out docs/results/jsb-cpu [--tolerance 1e-5]
                                 [--with docs/results/<study> ...] [--replace]
 
-Writes study.json, runs.json.gz, per_example.csv.gz, per_position/<encoding>.csv.gz (and settle/<domain>.json) into OUT
+Writes study.json, runs.json.gz, per_example/ and per_position/<encoding>.csv.gz (and settle/<domain>.json) into OUT
 (pipelines.runs.published), study.json listing each other file's sha256, and beside them the study's report from the
 same runs, as `make compare` writes it: summary.md/csv/json, the figures, the per-domain folders and index.html
 (pipelines.report.study). Only finished runs are published; a domain without one, and runs of one domain (or task)

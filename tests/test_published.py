@@ -5,8 +5,10 @@ comparison), and `make reproduce` on a tiny study made here (within tolerance; a
 
 from __future__ import annotations
 
+import csv
 import gzip
 import hashlib
+import io
 import json
 import math
 import shutil
@@ -20,11 +22,12 @@ from pipelines.experiment.config import compose_config, roster
 from pipelines.experiment.training import train_and_evaluate
 from pipelines.publish import main as publish_main
 from pipelines.reproduce import main as reproduce_main
-from pipelines.runs.published import PER_EXAMPLE, StudyError, export_study, join, read_study
+from pipelines.runs.published import StudyError, example_file, export_study, join, read_study
 from tests.run_fixtures import edit_study_file, lm_domain, read_csv, with_composed_configs
 from tests.sample_fixtures import SAMPLES
 
 X = np.array([0.2, 1.4, 0.6, 2.5, 1.0, 0.8])
+NOPE_EXAMPLES = example_file("nope")  # per_example/nope.csv.gz: the per-example rows of nope's runs
 
 
 def published(tmp_path):
@@ -48,8 +51,9 @@ def test_a_study_read_back_gives_the_report_its_runs_give_and_exports_byte_for_b
     assert fixed["trainer.max_steps"] == 800 and fixed["effective batch"] == 4 and fixed["preset"] == "tiny"
     assert "trainer.ckpt_every" not in fixed and "runs_root" not in fixed and "pe.id" not in fixed
     before = {str(p.relative_to(study)): p.read_bytes() for p in study.rglob("*.gz")}
-    per_encoding = ["per_position/darope.csv.gz", "per_position/nope.csv.gz"]  # one file per encoding: each small
-    assert sorted(before) == ["per_example.csv.gz", *per_encoding, "runs.json.gz"]
+    per_encoding = [f"{kind}/{pe}.csv.gz" for kind in ("per_example", "per_position") for pe in ("darope", "nope")]
+    assert sorted(before) == [*per_encoding, "runs.json.gz"]  # one file per encoding: each stays small
+    assert {row[0] for row in _csv_rows(study / NOPE_EXAMPLES)[1:]} == {f"jsb/nope/seed{s}" for s in (0, 1, 2)}
     export_study(tmp_path / "published_runs", ["jsb"], study)
     assert before == {str(p.relative_to(study)): p.read_bytes() for p in study.rglob("*.gz")}
     assert publish_main(["--runs", str(tmp_path / "published_runs"), "--domains", "jsb", "--out", str(study)]) == 0
@@ -113,8 +117,12 @@ def sha256(data):
     return hashlib.sha256(data).hexdigest()
 
 
+def _csv_rows(path):
+    return list(csv.reader(io.StringIO(gzip.decompress(path.read_bytes()).decode())))
+
+
 def _shift(run, split, example, value):
-    """An edit of per_example.csv.gz (edit_study_file) setting one run's NLL of one example: `value(old)`."""
+    """An edit of a per-example file (edit_study_file) setting one run's NLL of one example: `value(old)`."""
 
     def edit(rows):
         for row in rows[1:]:
@@ -139,10 +147,10 @@ def test_an_edited_value_is_refused_by_its_checksum_and_by_its_records_summary(t
     """One NLL lowered by hand would make nope rank 1: study.json's sha256 of the file refuses it, and where the
     sum is updated too, the record's summary (the mean of its rows) does."""
     study = published(tmp_path)
-    path = study / PER_EXAMPLE
+    path = study / NOPE_EXAMPLES
     edit = _shift("jsb/nope/seed0", "test", 3, lambda nll: nll - 2.5)
     before = path.read_bytes()
-    edit_study_file(study, PER_EXAMPLE, edit)
+    edit_study_file(study, NOPE_EXAMPLES, edit)
     (study / "study.json").write_text(
         (study / "study.json").read_text().replace(sha256(path.read_bytes()), sha256(before))
     )
@@ -150,10 +158,10 @@ def test_an_edited_value_is_refused_by_its_checksum_and_by_its_records_summary(t
     assert f"{path}: its sha256 is {sha256(path.read_bytes())}, study.json lists {sha256(before)}: the file " in err
 
     study = published(tmp_path / "again")
-    edit_study_file(study, PER_EXAMPLE, edit)  # the sum updated: the rows are read, and disagree with the record
+    edit_study_file(study, NOPE_EXAMPLES, edit)  # the sum updated: the rows are read, and disagree with the record
     err = _compare_refuses(tmp_path, capsys, study)
     assert f"{study / 'runs.json.gz'}: jsb/nope/seed0: its test summary has nll " in err
-    assert "the mean of its 6 rows in per_example.csv.gz is " in err and "the record and its rows disagree" in err
+    assert "the mean of its 6 rows in per_example/nope.csv.gz is " in err and "the record and its rows disagree" in err
 
 
 def test_a_record_that_claims_another_run_is_refused(tmp_path, capsys):
@@ -193,7 +201,7 @@ def test_two_studies_that_disagree_on_a_run_are_refused_in_either_order_and_one_
     for a, b in ((first, second), (second, first)):
         err = _compare_refuses(tmp_path, capsys, a, b)
         assert (
-            f"jsb/nope/seed1: {a / PER_EXAMPLE} and {b / PER_EXAMPLE} hold it with other numbers: test example 2 "
+            f"jsb/nope/seed1: {a / NOPE_EXAMPLES} and {b / NOPE_EXAMPLES} hold it with other numbers: test example 2 "
             "differs by 0.004 nats (tolerance 1e-05); at most one of them is this run" in err
         )
     lm_domain(tmp_path / "runs", "jsb", {"hope": X + 0.002})
@@ -207,9 +215,9 @@ def test_two_studies_that_disagree_on_a_run_are_refused_in_either_order_and_one_
 def test_damage_is_named_by_the_studys_own_file_and_run(tmp_path, capsys):
     """Neither a temporary folder deleted at exit nor the study's folder alone: the file, the run, what is wrong."""
     study = published(tmp_path)
-    edit_study_file(study, PER_EXAMPLE, _shift("jsb/nope/seed1", "test", 2, lambda nll: math.nan))
+    edit_study_file(study, NOPE_EXAMPLES, _shift("jsb/nope/seed1", "test", 2, lambda nll: math.nan))
     err = _compare_refuses(tmp_path, capsys, study)
-    assert f"{study / PER_EXAMPLE}: jsb/nope/seed1, test example 2 (line 28): nll nan, expected a number of" in err
+    assert f"{study / NOPE_EXAMPLES}: jsb/nope/seed1, test example 2 (line 10): nll nan, expected a number of" in err
     assert "posbench-" not in err
 
     study = published(tmp_path / "manifest")  # what only the analysis reads of a record: named in the study's terms
@@ -224,14 +232,13 @@ def test_damage_is_named_by_the_studys_own_file_and_run(tmp_path, capsys):
     assert "posbench-" not in err
 
     study = published(tmp_path / "gzip")
-    edit_study_file(study, PER_EXAMPLE, lambda rows: rows)
-    (study / PER_EXAMPLE).write_bytes(b"not gzip")
-    with pytest.raises(StudyError, match=f"{study / PER_EXAMPLE}: its sha256 is "):
+    (study / NOPE_EXAMPLES).write_bytes(b"not gzip")
+    with pytest.raises(StudyError, match=f"{study / NOPE_EXAMPLES}: its sha256 is "):
         read_study(study)
     description = json.loads((study / "study.json").read_text())
-    description["files"][PER_EXAMPLE] = sha256(b"not gzip")
+    description["files"][NOPE_EXAMPLES] = sha256(b"not gzip")
     (study / "study.json").write_text(json.dumps(description))
-    with pytest.raises(StudyError, match=f"{study / PER_EXAMPLE}: damaged, not gzipped CSV"):
+    with pytest.raises(StudyError, match=f"{study / NOPE_EXAMPLES}: damaged, not gzipped CSV"):
         read_study(study)
     with pytest.raises(StudyError, match="study.json: missing"):
         read_study(tmp_path / "nowhere")
@@ -239,13 +246,15 @@ def test_damage_is_named_by_the_studys_own_file_and_run(tmp_path, capsys):
 
 def test_an_absurd_finite_nll_is_refused_by_name_and_the_largest_a_model_can_score_is_reported(tmp_path, capsys):
     study = published(tmp_path)
-    edit_study_file(study, PER_EXAMPLE, _shift("jsb/nope/seed1", "test", 2, lambda nll: 1e308))
+    edit_study_file(study, NOPE_EXAMPLES, _shift("jsb/nope/seed1", "test", 2, lambda nll: 1e308))
     err = _compare_refuses(tmp_path, capsys, study)
-    assert f"{study / PER_EXAMPLE}: jsb/nope/seed1, test example 2 (line 28): nll 1e+308, expected a number of " in err
+    assert (
+        f"{study / NOPE_EXAMPLES}: jsb/nope/seed1, test example 2 (line 10): nll 1e+308, expected a number of " in err
+    )
     assert "in [0, 3.4e+38]" in err
 
     study = published(tmp_path / "largest")  # float32's largest, the record agreeing: a report, not a traceback
-    edit_study_file(study, PER_EXAMPLE, _shift("jsb/nope/seed1", "test", 2, lambda nll: 3.4e38))
+    edit_study_file(study, NOPE_EXAMPLES, _shift("jsb/nope/seed1", "test", 2, lambda nll: 3.4e38))
 
     def summary(records):
         records["jsb/nope/seed1"]["summary"]["splits"]["test"]["nll"] = (
@@ -266,16 +275,52 @@ def test_a_study_with_an_infinite_tolerance_or_an_older_format_is_read_as_such(t
         StudyError, match=r"study.json: the tolerance must be a finite positive number of nats, got inf"
     ):
         read_study(study)
+    (study / "study.json").write_text(json.dumps(description))
+    current = read_study(study)
+    # format 2 (every run's per-example rows in one file): read as such, each number the same
+    _as_format_2(study)
+    assert not (study / "per_example").exists() and read_study(study).examples == current.examples
     # format 1 (before the checksums): every other check, and a warning saying how to re-publish it
+    description = json.loads((study / "study.json").read_text())
     del description["files"]
     (study / "study.json").write_text(json.dumps({**description, "format": 1}))
-    assert len(read_study(study).records) == 6
+    assert read_study(study).examples == current.examples
     assert f"re-publish it to add them (make publish WITH={study} STUDY={study}" in capsys.readouterr().err
     assert (
         publish_main(["--runs", str(tmp_path / "none"), "--domains", "jsb", "--out", str(study), "--with", str(study)])
         == 0
-    )
-    assert json.loads((study / "study.json").read_text())["format"] == 2 and read_study(study)
+    )  # re-published in the current format: one file per encoding, the single file gone
+    assert json.loads((study / "study.json").read_text())["format"] == 3 and not (study / "per_example.csv.gz").exists()
+    assert read_study(study).examples == current.examples
+
+
+def _as_format_2(study):
+    """Rewrite a study into format 2, as posbench wrote it before format 3: every run's per-example rows in one
+    file, per_example.csv.gz (runs in label order, as it listed them), its sha256 in study.json."""
+    rows = [row for path in sorted((study / "per_example").glob("*.csv.gz")) for row in _csv_rows(path)[1:]]
+    header = _csv_rows(study / NOPE_EXAMPLES)[0]
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows([header, *sorted(rows, key=lambda row: row[0])])
+    data = gzip.compress(out.getvalue().encode(), mtime=0)
+    (study / "per_example.csv.gz").write_bytes(data)
+    shutil.rmtree(study / "per_example")
+    description = json.loads((study / "study.json").read_text())
+    files = {k: v for k, v in description["files"].items() if not k.startswith("per_example/")}
+    description.update(format=2, files={**files, "per_example.csv.gz": sha256(data)})
+    (study / "study.json").write_text(json.dumps(description))
+
+
+def test_a_format_3_study_lists_every_encoding_s_per_example_file(tmp_path):
+    study = published(tmp_path)
+    description = json.loads((study / "study.json").read_text())
+    del description["files"][NOPE_EXAMPLES]
+    (study / "study.json").write_text(json.dumps(description))
+    with pytest.raises(StudyError, match=r"study.json: `files` does not list per_example/nope.csv.gz, the per-example"):
+        read_study(study)
+    description["files"]["per_example.csv.gz"] = sha256(b"")  # a format-2 file in a format-3 study
+    (study / "study.json").write_text(json.dumps(description))
+    with pytest.raises(StudyError, match=r"lists 'per_example.csv.gz', which is no file of a study of jsb"):
+        read_study(study)
 
 
 def _files(folder):
@@ -432,7 +477,7 @@ def test_reproduce_retrains_a_published_run_and_its_yarn_evaluation_and_names_a_
         assert f"{label}: largest per-example difference" in out and "within the tolerance 1e-05" in out
     assert (scratch / "jsb" / "rope10k+yarn" / "seed0" / "done.json").is_file()
 
-    edit_study_file(study, PER_EXAMPLE, _shift("jsb/rope10k/seed0", "test", 2, lambda nll: nll + 0.01))
+    edit_study_file(study, example_file("rope10k"), _shift("jsb/rope10k/seed0", "test", 2, lambda nll: nll + 0.01))
 
     def summary(records):
         records["jsb/rope10k/seed0"]["summary"]["splits"]["test"]["nll"] += 0.01 / 4

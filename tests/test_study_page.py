@@ -8,6 +8,8 @@ published JSB study's page must show its own summary.json's numbers (a page left
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import math
 from html.parser import HTMLParser
@@ -336,6 +338,36 @@ def test_a_page_over_budget_is_refused_and_the_previous_results_stay(tmp_path, m
     with pytest.raises(study_html.PageTooLarge, match=r"index.html: .* MiB, over the page budget"):
         study(tmp_path / "runs", None, out)
     assert {path.name: path.read_bytes() for path in out.iterdir() if path.is_file()} == before
+
+
+def _runs_data(page: str) -> list[dict]:
+    """The per-run records a page embeds (gzipped JSON, base64), as its script inflates them."""
+    packed = page.split('id="runs-data">', 1)[1].split("</script>", 1)[0]
+    return json.loads(gzip.decompress(base64.b64decode(packed.strip())))
+
+
+def test_a_page_over_budget_shows_fewer_examples_per_run_and_fits(tmp_path, monkeypatch):
+    """The page is drawn again at the next level of detail per run until it fits the budget (a repository takes
+    files of at most 2 MB): here 6 test examples per run, then 2 (every 3rd), which the one-run view says."""
+    lm_domain(tmp_path / "runs", "jsb", {"darope": X, "nope": X + 0.3})
+    monkeypatch.setattr(study_html, "RUN_DETAIL_LEVELS", ((400, 6), (400, 2)))
+    study(tmp_path / "runs", None, tmp_path / "full")
+    full = (tmp_path / "full" / INDEX).read_text()
+    assert [len(run["examples"]) for run in _runs_data(full)] == [6] * 6
+    monkeypatch.setattr(study_html, "PAGE_BUDGET", len(full.encode()) - 1)
+    study(tmp_path / "runs", None, tmp_path / "coarse")
+    coarse = (tmp_path / "coarse" / INDEX).read_text()
+    assert len(coarse.encode()) <= len(full.encode()) - 1
+    every_third = [{**run, "examples": run["examples"][::3]} for run in _runs_data(full)]
+    assert _runs_data(coarse) == every_third and {run["total_examples"] for run in every_third} == {6}
+
+
+def test_a_training_curve_s_loss_is_shown_to_four_significant_digits(tmp_path):
+    run_dir = tmp_path / "jsb" / "nope" / "seed0"
+    (run_dir / TRAIN_METRICS).parent.mkdir(parents=True)
+    write_csv(run_dir / TRAIN_METRICS, ["step", "train/loss"], [[0, 4.9049201011657715], [1, 0.012345678]])
+    rows = study_html._training_rows(RunFolder(RunKey("jsb", None, "nope", 0), run_dir))
+    assert rows == [["training", 0, 4.905], ["training", 1, 0.01235]]
 
 
 def test_training_curves_are_read_once_and_a_damaged_log_is_named(tmp_path):

@@ -7,25 +7,28 @@ compared with the published runs without retraining them (`make compare WITH=doc
                            tolerance two copies of a run must agree within, the runs it holds, and `files`: the
                            sha256 of each of its other files
     runs.json.gz           per run: its manifest, metrics/summary.json and done.json
-    per_example.csv.gz     run, split, example, nll, tokens, correct, exact     (every evaluation split)
+    per_example/<encoding>.csv.gz
+                           run, split, example, nll, tokens, correct, exact     (every evaluation split)
     per_position/<encoding>.csv.gz
-                           run, split, position, nll_sum, tokens   (one file per encoding: each stays small
-                           however many seeds and encodings the study grows to)
+                           run, split, position, nll_sum, tokens
     settle/<domain>.json   the make-settle design and looks of a domain, when it has one
 
-CSV rather than Parquet: the files are small (a JSB study gzips to a few MB), CSV needs no new dependency (pyarrow
-is 100+ MB) and reads in any tool; gzip is written with a zero timestamp, so an export reproduces byte for byte.
+One file per encoding: each stays small however many seeds, tasks and encodings the study grows to (a repository
+takes files of at most 2 MB: the synthetic study's 337,500 per-example rows gzip to 3 MB in one file, about 0.2 MB
+per encoding). CSV rather than Parquet: CSV needs no new dependency (pyarrow is 100+ MB) and reads in any tool; gzip
+is written with a zero timestamp, so an export reproduces byte for byte.
 
-A study is what others join, cite and grow, so it is read strictly (`read_study`): only the files study.json lists,
-each against its sha256; every record is the run it is listed as (its manifest's key), holds fixed what study.json
-says, and its summary is its rows' (the mean per-example NLL, the examples, the tokens); every value is one a model
-can score. A refusal names the study's file, the run and what is wrong. A study written before the checksums
-(format 1) is read with the same checks but the checksums, with a warning: `make publish WITH=<study>
-STUDY=<study>` re-publishes it with them. Publishing (`export_study`) builds the whole study in memory, reads it
-back with the same checks, and only then writes it, all or nothing.
+A study is what others join, cite and grow, so it is read strictly (`read_study`): only the files study.json lists, each
+against its sha256; every record is the run it is listed as (its manifest's key), holds fixed what study.json says, and
+its summary is its rows' (the mean per-example NLL, the examples, the tokens); every value is one a model can score. A
+refusal names the study's file, the run and what is wrong. A study written before the checksums (format 1) is read with
+the same checks but the checksums, with a warning: `make publish WITH=<study> STUDY=<study>` re-publishes it with them.
+A study of format 2 holds every run's per-example rows in one file, per_example.csv.gz; it is read as such, and
+re-publishing it writes the current format. Publishing (`export_study`) builds the whole study in memory, reads it back
+with the same checks, and only then writes it, all or nothing.
 
-`materialize` turns the evidence back into run folders the analysis reads as it reads its own; `join` lays the
-runs of one or more studies out beside the local ones, refusing runs that contradict each other.
+`materialize` turns the evidence back into run folders the analysis reads as it reads its own; `join` lays the runs of
+one or more studies out beside the local ones, refusing runs that contradict each other.
 """
 
 from __future__ import annotations
@@ -60,11 +63,13 @@ from pipelines.runs.settings import differences, fixed_properties, without
 
 STUDY = "study.json"
 RUNS = "runs.json.gz"
-PER_EXAMPLE = "per_example.csv.gz"
+PER_EXAMPLE = "per_example"  # a folder: <encoding>.csv.gz
+PER_EXAMPLE_FILE = "per_example.csv.gz"  # formats 1 and 2: every run's per-example rows in one file
 PER_POSITION = "per_position"  # a folder: <encoding>.csv.gz
 SETTLE_DIR = "settle"
 FILES = "files"  # study.json's {file: sha256} of every other file of the study
-FORMAT = 2  # 1: no `files` (read with a warning, without the checksums)
+FORMAT = 3  # 2: the per-example rows in one file (PER_EXAMPLE_FILE); 1: that, and no `files` (read with a warning)
+READABLE_FORMATS = (1, 2, FORMAT)
 # Two copies of one run (a published one and a local one) agree when every per-example NLL differs by at most this
 # many nats. Measured (README, "Compare your encoding with the published study"): the same CPU and thread count
 # reproduce to about 2e-8; other thread counts reorder float sums and differ by up to about 1e-6.
@@ -81,6 +86,7 @@ STREAM = (
 EXAMPLE_HEADER = ["run", "split", "example", "nll", "tokens", "correct", "exact"]
 POSITION_HEADER = ["run", "split", "position", "nll_sum", "tokens"]
 _POSITION_FILE = re.compile(rf"{PER_POSITION}/([^/]+)\.csv\.gz")
+_EXAMPLE_FILE = re.compile(rf"{PER_EXAMPLE}/([^/]+)\.csv\.gz")
 _SETTLE_FILE = re.compile(rf"{SETTLE_DIR}/([^/]+)\.json")
 
 
@@ -144,8 +150,9 @@ def collect_study(runs_root: Path, domains: list[str], tolerance: float = TOLERA
     """The study of every finished run of `domains` under `runs_root`, in memory; StudyError naming the run when
     runs of one group differ in what a comparison holds fixed, and naming the domain when it has no finished run."""
     check_tolerance(tolerance, "--tolerance")
-    records, examples, fixed, domain_runs, settles = {}, [], {}, {}, {}
-    positions: dict[str, list[list[str]]] = {}  # encoding -> its runs' rows
+    records, fixed, domain_runs, settles = {}, {}, {}, {}
+    examples: dict[str, list[list[str]]] = {}  # encoding -> its runs' rows
+    positions: dict[str, list[list[str]]] = {}
     for domain in domains:
         runs = sorted((r for r in discover_runs(runs_root, domain) if r.finished), key=lambda r: r.label)
         if not runs:
@@ -158,9 +165,9 @@ def collect_study(runs_root: Path, domains: list[str], tolerance: float = TOLERA
                 "summary": read_run_json(run, summary_path(run.path)),
                 "done": without(read_run_json(run, run.path / DONE), ("published", "published_run")),
             }
-            examples += [
+            examples.setdefault(run.key.encoding, []).extend(
                 [run.label, split, *row] for split, row_list in _metric_rows(run, "per_example") for row in row_list
-            ]
+            )
             positions.setdefault(run.key.encoding, []).extend(
                 [run.label, split, *row] for split, row_list in _metric_rows(run, "per_position") for row in row_list
             )
@@ -178,7 +185,7 @@ def collect_study(runs_root: Path, domains: list[str], tolerance: float = TOLERA
             settles[f"{SETTLE_DIR}/{domain}.json"] = settle.read_bytes()
     files = {
         RUNS: _gzip_bytes(json.dumps(records, sort_keys=True, indent=1)),
-        PER_EXAMPLE: _gzip_bytes(_csv_text(EXAMPLE_HEADER, examples)),
+        **{example_file(name): _gzip_bytes(_csv_text(EXAMPLE_HEADER, rows)) for name, rows in examples.items()},
         **{
             f"{PER_POSITION}/{name}.csv.gz": _gzip_bytes(_csv_text(POSITION_HEADER, rows))
             for name, rows in positions.items()
@@ -207,7 +214,13 @@ def write_study(export: StudyExport, out: Path) -> None:
     publish(out, lambda folder: render_evidence(export, folder), owned=EVIDENCE_FILES)
 
 
-EVIDENCE_FILES = (RUNS, PER_EXAMPLE, PER_POSITION, SETTLE_DIR, STUDY)  # what a study's evidence owns in its folder
+# What a study's evidence owns in its folder (an older format's per-example file too: re-publishing removes it)
+EVIDENCE_FILES = (RUNS, PER_EXAMPLE, PER_EXAMPLE_FILE, PER_POSITION, SETTLE_DIR, STUDY)
+
+
+def example_file(encoding: str) -> str:
+    """The study's file of an encoding's per-example rows (format 3)."""
+    return f"{PER_EXAMPLE}/{encoding}.csv.gz"
 
 
 def render_evidence(export: StudyExport, folder: Path) -> list[str]:
@@ -268,6 +281,15 @@ class PublishedStudy:
         """{split: {example: nll}} of a published run."""
         return {split: self.nll(label, split) for split in self.examples.get(label, {})}
 
+    def example_path(self, label: str) -> Path:
+        """The study's file that holds a run's per-example rows."""
+        return self.folder / examples_name(self.study.get("format"), self.key(label).encoding)
+
+
+def examples_name(format_: Any, encoding: str) -> str:
+    """The name, in a study of `format_`, of the file of an encoding's per-example rows."""
+    return example_file(encoding) if format_ == FORMAT else PER_EXAMPLE_FILE
+
 
 def record_key(record: dict) -> RunKey:
     run = record["manifest"]["run"]
@@ -327,11 +349,12 @@ def parse_study(folder: Path, study: Any, read: Callable[[str], bytes]) -> Publi
     if not isinstance(study.get("holds_fixed"), dict):
         raise StudyError(f"{folder / STUDY}: no `holds_fixed`")
     check_tolerance(study.get("tolerance_nats", TOLERANCE), f"{folder / STUDY}")
-    legacy = study.get("format") == 1
-    if not legacy and study.get("format") != FORMAT:
+    format_ = study.get("format")
+    legacy = format_ == 1
+    if format_ not in READABLE_FORMATS:
         raise StudyError(
-            f"{folder / STUDY}: format {study.get('format')!r}; this posbench reads formats 1 and {FORMAT} "
-            "(a newer posbench wrote it?)"
+            f"{folder / STUDY}: format {format_!r}; this posbench reads formats "
+            f"{', '.join(map(str, READABLE_FORMATS))} (a newer posbench wrote it?)"
         )
     listed = _listed_files(folder, study, legacy)
 
@@ -358,34 +381,50 @@ def parse_study(folder: Path, study: Any, read: Callable[[str], bytes]) -> Publi
         listed.update({f"{PER_POSITION}/{name}.csv.gz": None for name in sorted(_encodings(records))})
         settled = [f"{SETTLE_DIR}/{domain}.json" for domain in study["domains"]]
         listed.update({name: None for name in settled if (folder / name).is_file()})
-    examples = _rows(folder, PER_EXAMPLE, load(PER_EXAMPLE), records, None)
+    if format_ == FORMAT:  # every encoding's per-example file listed: a run without rows is named by its file
+        unlisted = [example_file(name) for name in sorted(_encodings(records)) if example_file(name) not in listed]
+        if unlisted:
+            raise StudyError(
+                f"{folder / STUDY}: `{FILES}` does not list {', '.join(unlisted)}, the per-example "
+                "rows of runs it holds"
+            )
+    examples: dict[str, dict[str, list[list[str]]]] = {}
     positions: dict[str, dict[str, list[list[str]]]] = {}
     settles = {}
     for name in listed:
-        if match := _POSITION_FILE.fullmatch(name):
-            positions.update(_rows(folder, name, load(name), records, match[1]))
+        if name == PER_EXAMPLE_FILE:
+            examples.update(_rows(folder, name, load(name), records, "per_example", None))
+        elif match := _EXAMPLE_FILE.fullmatch(name):
+            examples.update(_rows(folder, name, load(name), records, "per_example", match[1]))
+        elif match := _POSITION_FILE.fullmatch(name):
+            positions.update(_rows(folder, name, load(name), records, "per_position", match[1]))
         elif match := _SETTLE_FILE.fullmatch(name):
             settles[match[1]] = _settle_text(folder / name, load(name))
-    _check_summaries(folder, records, examples)
-    return PublishedStudy(folder, study, records, examples, positions, settles)
+    published = PublishedStudy(folder, study, records, examples, positions, settles)
+    _check_summaries(published)
+    return published
 
 
 def _listed_files(folder: Path, study: dict, legacy: bool) -> dict[str, str | None]:
     """{file: its sha256} of the files study.json lists (a format-1 study: the two every study has, no sum)."""
     if legacy:
-        return {RUNS: None, PER_EXAMPLE: None}
+        return {RUNS: None, PER_EXAMPLE_FILE: None}
     files = study.get(FILES)
     where = f"{folder / STUDY}"
     if not isinstance(files, dict) or not all(
         isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest) for digest in files.values()
     ):
         raise StudyError(f"{where}: `{FILES}` must map each file of the study to its sha256")
+    # format 2: the per-example rows in one file; format 3: one per encoding
+    examples_file = _EXAMPLE_FILE.fullmatch if study["format"] == FORMAT else {PER_EXAMPLE_FILE}.__contains__
     for name in files:
         settle = _SETTLE_FILE.fullmatch(name)
-        if name in (RUNS, PER_EXAMPLE) or _POSITION_FILE.fullmatch(name) or (settle and settle[1] in study["domains"]):
+        if name == RUNS or examples_file(name) or _POSITION_FILE.fullmatch(name):
+            continue
+        if settle and settle[1] in study["domains"]:
             continue
         raise StudyError(f"{where}: lists {name!r}, which is no file of a study of {', '.join(study['domains'])}")
-    for name in (RUNS, PER_EXAMPLE):
+    for name in (RUNS,) if study["format"] == FORMAT else (RUNS, PER_EXAMPLE_FILE):
         if name not in files:
             raise StudyError(f"{where}: `{FILES}` does not list {name}, which every study has")
     return dict(files)
@@ -467,14 +506,17 @@ _POSITION_COLUMNS = (
 )
 
 
+_LAYOUTS = {"per_example": (EXAMPLE_HEADER, _EXAMPLE_COLUMNS), "per_position": (POSITION_HEADER, _POSITION_COLUMNS)}
+
+
 def _rows(
-    folder: Path, name: str, raw: bytes, records: dict[str, dict], encoding: str | None
+    folder: Path, name: str, raw: bytes, records: dict[str, dict], kind: str, encoding: str | None
 ) -> dict[str, dict[str, list[list[str]]]]:
-    """A metrics file's rows as {run: {split: rows}} (per-example rows when `encoding` is None, else the per-position
-    rows of that encoding's runs), every row checked: a run of the study, each number one a model can score, no
-    example or position twice. Checked column by column (a study holds hundreds of thousands of rows)."""
+    """A metrics file's rows (`kind` per_example or per_position) as {run: {split: rows}}, every row checked: a run of
+    the study (of `encoding` when the file is that encoding's), each number one a model can score, no example or
+    position twice. Checked column by column (a study holds hundreds of thousands of rows)."""
     path = folder / name
-    header, checks = (POSITION_HEADER, _POSITION_COLUMNS) if encoding else (EXAMPLE_HEADER, _EXAMPLE_COLUMNS)
+    header, checks = _LAYOUTS[kind]
     try:
         head, *rows = list(csv.reader(io.StringIO(gzip.decompress(raw).decode()))) or [None]
     except (OSError, EOFError, UnicodeDecodeError, csv.Error) as error:
@@ -528,24 +570,25 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _check_summaries(folder: Path, records: dict[str, dict], examples: dict[str, dict[str, list[list[str]]]]) -> None:
+def _check_summaries(published: PublishedStudy) -> None:
     """Every record's summary is its rows': each evaluated split has rows, whose mean NLL, count and tokens are the
     summary's; a skipped or unlisted split has none."""
-    for label, record in records.items():
+    for label, record in published.records.items():
         splits = record["summary"].get("splits")
-        where = f"{folder / RUNS}: {label}"
+        where = f"{published.folder / RUNS}: {label}"
+        rows_file = published.example_path(label)
         if not isinstance(splits, dict) or not all(isinstance(entry, dict) for entry in splits.values()):
             raise StudyError(f'{where}: its summary is not {{"splits": {{split: entry}}}}')
-        rows = examples.get(label, {})
+        rows = published.examples.get(label, {})
         for split in sorted(set(splits) | set(rows)):
             entry = splits.get(split)
             if entry is None or "skipped" in entry:
                 if split in rows:
                     said = "does not list" if entry is None else "records as skipped"
-                    raise StudyError(f"{folder / PER_EXAMPLE}: rows of {label}, {split}, a split its summary {said}")
+                    raise StudyError(f"{rows_file}: rows of {label}, {split}, a split its summary {said}")
                 continue
             if split not in rows:
-                raise StudyError(f"{folder / PER_EXAMPLE}: no row of {label}, {split}, a split its summary scores")
+                raise StudyError(f"{rows_file}: no row of {label}, {split}, a split its summary scores")
             nll = [float(row[1]) for row in rows[split]]
             mean, claimed = math.fsum(nll) / len(nll), entry.get("nll")
             if not isinstance(claimed, int | float) or not abs(mean - claimed) <= SUMMARY_TOLERANCE * max(
@@ -553,13 +596,14 @@ def _check_summaries(folder: Path, records: dict[str, dict], examples: dict[str,
             ):
                 raise StudyError(
                     f"{where}: its {split} summary has nll {claimed!r}, the mean of its {len(nll)} rows in "
-                    f"{PER_EXAMPLE} is {mean!r}: the record and its rows disagree"
+                    f"{rows_file.relative_to(published.folder)} is {mean!r}: the record and its rows disagree"
                 )
             tokens = sum(int(row[2]) for row in rows[split])
             for name, counted in (("examples", len(nll)), ("tokens", tokens)):
                 if name in entry and entry[name] != counted:
                     raise StudyError(
-                        f"{where}: its {split} summary has {entry[name]!r} {name}, its rows in {PER_EXAMPLE} "
+                        f"{where}: its {split} summary has {entry[name]!r} {name}, its rows in "
+                        f"{rows_file.relative_to(published.folder)} "
                         f"{counted}: the record and its rows disagree"
                     )
 
@@ -667,7 +711,7 @@ def copies_disagree(first: PublishedStudy, other: PublishedStudy, label: str) ->
         else f"{split} example {example} differs by {diff:.3g} nats (tolerance {tolerance:g})"
     )
     return (
-        f"{label}: {first.folder / PER_EXAMPLE} and {other.folder / PER_EXAMPLE} hold it with other numbers: {what}; "
+        f"{label}: {first.example_path(label)} and {other.example_path(label)} hold it with other numbers: {what}; "
         "at most one of them is this run"
     )
 
@@ -794,12 +838,26 @@ def in_study_terms(text: str, scratch: Path) -> str:
             if inside in _RUN_FILES:
                 return f"{study / RUNS} ({_RUN_FILES[inside]} of {label})"
             if kind := _METRICS_FILE.fullmatch(inside):
-                name = PER_EXAMPLE if kind[2] == "per_example" else f"{PER_POSITION}/{folder.parent.name}.csv.gz"
+                encoding = folder.parent.name
+                name = (
+                    _study_examples_name(study, encoding)
+                    if kind[2] == "per_example"
+                    else f"{PER_POSITION}/{encoding}.csv.gz"
+                )
                 return f"{study / name} ({label}, split {kind[1]})"
             return f"{study / RUNS} ({label})"
         return match[0]
 
     return re.sub(re.escape(str(scratch)) + r"/[^\s:,;()]+", named, text)
+
+
+def _study_examples_name(study: Path, encoding: str) -> str:
+    """The study's file of an encoding's per-example rows, by its format (read again: only an error names it)."""
+    try:
+        format_ = json.loads((study / STUDY).read_text()).get("format")
+    except (OSError, ValueError, AttributeError):
+        format_ = FORMAT
+    return examples_name(format_, encoding)
 
 
 @contextmanager
