@@ -1,7 +1,8 @@
 """Buy the seeds a verdict needs: `make settle DOMAIN=jsb`, under a group-sequential design (SPEC 3).
 
     python -m pipelines.settle --domain jsb [--roster full | --encodings a b ...] [--ref NAME] [--max-seeds 10]
-                               [--looks 4] [--runs runs] [--with docs/results/<study> ...] [--jobs N] [--plan]
+                               [--looks 4] [--runs runs] [--with docs/results/<study> ...] [--jobs N]
+                               [--plan | --record] [overrides ...]
                                [overrides ...]
 
 It reads the runs the domain's folder already holds (the study's first seeds, every encoding), fixes the design
@@ -30,6 +31,10 @@ waits WAIT_SECONDS before it looks again.
 --plan prints the current verdicts, the design and the runs the next look needs with their estimated cost (the
 median wall time of the encoding's finished runs: from the start of the process that finished a run, its log's
 name, to its done.json, start-up included), and trains nothing (nor writes the design).
+
+--record fixes the design (when the runs folder has none), records this look and the runs the next one needs in
+settle.json, and trains nothing: a study published at this look (`make publish`) carries its design, and `make settle
+WITH=<study>` trains the next look later, on another machine or in another session, under that very design.
 """
 
 from __future__ import annotations
@@ -325,6 +330,12 @@ def settle_looks(args: argparse.Namespace, studies: list[PublishedStudy], overri
         if args.plan:
             return print_plan(result, jobs, runs)
         record(domain_folder, result)
+        if args.record:
+            print(
+                f"recorded look {len(family.looks)} in {domain_folder / SETTLE_FILE}; the next look needs "
+                f"{len(result.verdicts.next_runs)} runs (trained by make settle without --record)"
+            )
+            return 0
         if not result.verdicts.next_runs:
             open_pairs = [name for name, pair in result.verdicts.verdicts().items() if pair.verdict == "inconclusive"]
             print(
@@ -392,7 +403,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=Path, default=Path("runs"))
     add_with_option(parser, "published studies whose runs join the local ones; the new runs train locally")
     parser.add_argument("--jobs", type=int, default=None, help="runs at once (default: one per GPU, else per core)")
-    parser.add_argument("--plan", action="store_true", help="print the verdicts and the next runs; train nothing")
+    stop = parser.add_mutually_exclusive_group()
+    stop.add_argument("--plan", action="store_true", help="print the verdicts and the next runs; train nothing")
+    stop.add_argument(
+        "--record", action="store_true", help="fix the design, record this look in settle.json; train nothing"
+    )
     parser.add_argument("overrides", nargs="*", help="Hydra overrides every run of the study was trained with")
     args = parser.parse_args(argv)
     if args.looks < 1:

@@ -20,6 +20,7 @@ from pipelines import reproduce as reproduce_module
 from pipelines.compare import main as compare_main
 from pipelines.experiment.config import compose_config, roster
 from pipelines.experiment.training import train_and_evaluate
+from pipelines.launch.jobs import default_tasks
 from pipelines.publish import main as publish_main
 from pipelines.reproduce import main as reproduce_main
 from pipelines.runs.published import StudyError, example_file, export_study, join, read_study
@@ -512,3 +513,31 @@ def test_the_published_jsb_study_reads_back_and_todays_cpu_preset_still_joins_it
     mine = fixed_properties({"config": OmegaConf.to_container(cfg, resolve=True), "data_hashes": {}})
     hashes = {k: v for k, v in fixed.items() if k.startswith("data_hashes.")}
     assert {**mine, **hashes} == fixed
+
+
+def test_the_published_synthetic_study_holds_the_cpu_preset_s_tasks_and_todays_cpu_preset_still_joins_it():
+    """docs/results/synthetic-cpu: the full roster at 3 seeds on each of the cpu preset's tasks (one per level of
+    the Chomsky hierarchy and per probe kind), YaRN beside the rope runs, every test instance scored, each file of
+    the study under the 2 MB a repository takes, and a run composed today at the preset still joins it."""
+    from omegaconf import OmegaConf
+
+    from pipelines.runs.settings import fixed_properties
+    from tests.sample_fixtures import REPO
+
+    folder = REPO / "docs" / "results" / "synthetic-cpu"
+    study = read_study(folder)
+    tasks = default_tasks("synthetic", "cpu")
+    assert set(study.study["holds_fixed"]) == {f"synthetic/{task}" for task in tasks}
+    labels = study.study["domains"]["synthetic"]
+    trained = {tuple(label.split("/")[1:]) for label in labels if "+yarn" not in label}
+    seeds = {task: {(pe, seed) for t, pe, seed in trained if t == task} for task in tasks}
+    assert all(seeds[task] >= {(pe, f"seed{s}") for pe in roster("full") for s in (0, 1, 2)} for task in tasks)
+    yarn = sorted(label.replace("+yarn", "") for label in labels if "+yarn" in label)
+    assert yarn == sorted(f"synthetic/{t}/{pe}/{seed}" for t, pe, seed in trained if pe in ("rope10k", "rope500k"))
+    assert {len(study.nll(label)) for label in labels} == {500}
+    assert max(path.stat().st_size for path in folder.rglob("*") if path.is_file()) < 2_000_000
+    for task in tasks:
+        cfg = compose_config(["domain=synthetic", "preset=cpu", f"domain.args.task={task}", "pe=hope", "seed=5"])
+        mine = fixed_properties({"config": OmegaConf.to_container(cfg, resolve=True), "data_hashes": {}})
+        fixed = study.study["holds_fixed"][f"synthetic/{task}"]
+        assert {**mine, **{k: v for k, v in fixed.items() if k.startswith("data_hashes.")}} == fixed

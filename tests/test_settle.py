@@ -129,6 +129,27 @@ def test_settle_trains_the_called_runs_records_the_looks_and_compare_reports_the
     assert "cannot change: max seeds 6 (the design has 10)" in capsys.readouterr().err
 
 
+def test_record_fixes_the_design_and_records_the_look_and_a_later_settle_continues_it(tmp_path, monkeypatch, capsys):
+    """--record: settle.json holds the design and look 1 with the runs look 2 needs, nothing trained; the settle
+    that runs later (another session) trains exactly those runs under that design and records look 2 after it."""
+    root = tmp_path / "runs"
+    fabricated_study(root)
+    trained = []
+    monkeypatch.setattr(settle_module, "run_local", fake_training(root, trained))
+    assert settle_module.main(["--domain", "jsb", "--runs", str(root), "--ref", "darope", "--record"]) == 0
+    assert trained == [] and "recorded look 1 in " in capsys.readouterr().out
+    record = json.loads((root / "jsb" / "settle.json").read_text())
+    assert record["design"]["looks"] == [3, 5, 8, 10] and [look["look"] for look in record["looks"]] == [1]
+    assert record["next_runs"] == ["darope/seed3", "darope/seed4", "rope10k/seed3", "rope10k/seed4"]
+    assert settle_module.main(["--domain", "jsb", "--runs", str(root), "--record"]) == 0  # the same look again
+    assert json.loads((root / "jsb" / "settle.json").read_text()) == record and trained == []
+    assert settle_module.main(["--domain", "jsb", "--runs", str(root)]) == 0  # no --ref: the recorded design's
+    assert trained[:4] == ["jsb/darope/seed3", "jsb/darope/seed4", "jsb/rope10k/seed3", "jsb/rope10k/seed4"]
+    later = json.loads((root / "jsb" / "settle.json").read_text())
+    assert later["design"] == record["design"] and later["looks"][0] == record["looks"][0]
+    assert len(later["looks"]) >= 2
+
+
 def test_without_ref_the_design_takes_the_specs_default_never_the_best(tmp_path, capsys):
     """No --ref: the design's reference is rope10k (SPEC 3), recorded as the default, although darope scores best
     here; without a rope10k run the design is refused by name rather than choosing from the scores."""
