@@ -333,7 +333,7 @@ def settle_looks(args: argparse.Namespace, studies: list[PublishedStudy], overri
         if args.record:
             print(
                 f"recorded look {len(family.looks)} in {domain_folder / SETTLE_FILE}; the next look needs "
-                f"{len(result.verdicts.next_runs)} runs (trained by make settle without --record)"
+                f"{len(jobs)} runs (trained by make settle without --record)"
             )
             return 0
         if not result.verdicts.next_runs:
