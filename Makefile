@@ -54,18 +54,17 @@ test: $(ENV_STAMP) ## Run the test suite (this is what CI runs; TEST_WORKERS=1 f
 test-fast: $(ENV_STAMP) ## The tests that neither train a model nor start a process (for development)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow" tests
 
-train: $(ENV_STAMP) ## Train a domain's roster x seeds (DOMAIN=.. or all, ROSTER, SEEDS, PRESET, LAUNCHER=local|slurm)
+train: $(ENV_STAMP) ## Train a domain's roster x seeds (DOMAIN=.. or all, ROSTER, SEEDS, PRESET, LAUNCHER=local|slurm, WITH=<study>: skip its runs)
 	$(PY) -m pipelines.sweep --domain $(DOMAIN) $(if $(ENCODINGS),--encodings $(ENCODINGS),--roster $(ROSTER)) \
-		--seeds $(SEEDS) --preset $(PRESET) --launcher $(LAUNCHER) $(ARGS)
+		--seeds $(SEEDS) --preset $(PRESET) $(if $(WITH),--with $(WITH)) --launcher $(LAUNCHER) $(ARGS)
 
 compare: $(ENV_STAMP) ## Compare the runs: results/summary.md (+ csv, json, figures, index.html) and results/<domain>/ (WITH=docs/results/<study>)
 	$(PY) -m pipelines.compare --domains $(DOMAINS) --runs runs --out results $(if $(REF),--ref $(REF)) \
 		$(if $(filter 1,$(STRICT)),--strict) $(if $(WITH),--with $(WITH))
 
 settle: $(ENV_STAMP) ## Train the seeds a domain's verdicts need, group-sequentially (DOMAIN, MAX_SEEDS, PLAN=1: print only, RECORD=1: record the look, train nothing)
-	$(PY) -m pipelines.settle --domain $(DOMAIN) --max-seeds $(MAX_SEEDS) $(if $(filter 1,$(PLAN)),--plan) \
-		$(if $(filter 1,$(RECORD)),--record) \
-		$(if $(WITH),--with $(WITH)) $(ARGS)
+	$(PY) -m pipelines.settle --domain $(DOMAIN) $(if $(WITH),--with $(WITH)) --max-seeds $(MAX_SEEDS) \
+		$(if $(filter 1,$(PLAN)),--plan) $(if $(filter 1,$(RECORD)),--record) $(ARGS)
 
 publish: $(ENV_STAMP) ## Write the runs' evidence, report and page into a study folder others can join (DOMAINS=jsb STUDY=docs/results/...; ARGS=--replace)
 	$(PY) -m pipelines.publish --runs runs --domains $(DOMAINS) --out $(STUDY) $(if $(WITH),--with $(WITH)) $(ARGS)

@@ -49,16 +49,14 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from domains.atomic import write_json
 from pipelines.analysis.domain import analyse_domain
 from pipelines.analysis.evidence import EvidenceError, preset_of, require_finished
 from pipelines.analysis.matrix import per_example_evidence, per_task_evidence
 from pipelines.analysis.results import DomainResult
 from pipelines.analysis.sequential import DEFAULT_LOOKS, DEFAULT_REF, SETTLE_FILE, Design, read_design
-from pipelines.experiment.config import compose_config, config_options, datamodule_class, domain_names, roster
-from pipelines.launch.jobs import ELSEWHERE, Job, plan
+from pipelines.experiment.config import config_options, datamodule_class, domain_names, roster
+from pipelines.launch.jobs import ELSEWHERE, Job, check_joinable, plan
 from pipelines.launch.local import log_started, run_local, visible_gpus
 from pipelines.runs.layout import DERIVED_MARK, DONE, MANIFEST, RunFolder, discover_runs, has_tasks
 from pipelines.runs.metrics import RunFileError, read_run_json, split_entries
@@ -71,7 +69,6 @@ from pipelines.runs.published import (
     joined_scratch,
     read_studies,
 )
-from pipelines.runs.settings import differences, fixed_properties
 
 DEFAULT_MAX_SEEDS = 10
 WAIT_SECONDS = 30  # between looks while another process trains the runs a look needs
@@ -271,29 +268,6 @@ def design_source(args: argparse.Namespace) -> Path:
     if mine.is_file():
         return mine
     return next((path for path in published if path.is_file()), mine)
-
-
-def check_joinable(jobs: list[Job], studies: list[PublishedStudy]) -> None:
-    """StudyError, before anything trains, naming what a planned run would be trained with that a study holds
-    otherwise (the data hashes are checked by join once the runs exist): such runs could never join it."""
-    first_of_group = {job.key.group_label: job for job in reversed(jobs)}
-    for group, job in sorted(first_of_group.items()):
-        holding = [(study, study.study["holds_fixed"].get(group)) for study in studies]
-        holding = [(study, theirs) for study, theirs in holding if theirs is not None]
-        if not holding:
-            continue
-        cfg = OmegaConf.to_container(compose_config(job.overrides), resolve=True)
-        mine = fixed_properties({"config": cfg, "data_hashes": {}})
-        for published, theirs in holding:
-            lines = [
-                f"  {job.label}: {key} {mine.get(key, '(not set)')}, the study has {theirs.get(key, '(not set)')}"
-                for key in differences(mine, theirs)
-                if not key.startswith("data_hashes.")
-            ]
-            if lines:
-                raise StudyError(
-                    f"refusing to train for {published.folder}: the runs would not join it:\n" + "\n".join(lines)
-                )
 
 
 def settle_looks(args: argparse.Namespace, studies: list[PublishedStudy], overrides: list[str], scratch: Path) -> int:

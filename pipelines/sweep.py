@@ -1,7 +1,8 @@
 """Sweeps: a domain's roster x seeds (x tasks for the synthetic domain); `make train DOMAIN=... ROSTER=...`.
 
     python -m pipelines.sweep --domain jsb [--roster paper] [--seeds 0 1 2] [--preset tiny] [--launcher local]
-                              [--jobs N] [--tasks reverse_string needle] [--runs runs] [overrides ...]
+                              [--jobs N] [--tasks reverse_string needle] [--runs runs]
+                              [--with docs/results/<study> ...] [overrides ...]
     python -m pipelines.sweep --domain all ...      every domain with a config, one after the other
 
 Every run is `pipelines.train` with the overrides of its (domain, task, encoding, seed), so its folder is a
@@ -16,6 +17,11 @@ failed runs with their step and tokens/s; a failed run does not stop the sweep a
 error (exit status 1). A run another process is training (another sweep: its run lock) is listed as running
 elsewhere, not failed.
 
+--with: a run a published study holds is not trained again, and a planned run that would be trained with another
+setting than the study holds fixed is refused by name before anything trains: how a study grows across machines
+or sessions whose run folders are gone (train the rest WITH= the study, then `make publish WITH=<study>
+STUDY=<study>`).
+
 launcher=slurm: the same runs as one SLURM job array per domain through Hydra's submitit launcher
 (configs/hydra/launcher/slurm.yaml: partition, GPUs, time, array parallelism, requeue on preemption).
 """
@@ -29,9 +35,10 @@ import time
 from pathlib import Path
 
 from pipelines.experiment.config import config_options, domain_names, roster
-from pipelines.launch.jobs import ELSEWHERE, Job, plan
+from pipelines.launch.jobs import ELSEWHERE, Job, check_joinable, plan, unpublished
 from pipelines.launch.local import run_local, visible_gpus
 from pipelines.launch.slurm import run_slurm
+from pipelines.runs.published import StudyError, add_with_option, read_studies
 
 
 def once(values: list, option: str) -> list:
@@ -59,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         "--jobs", type=int, default=None, help="local: runs at once (default: one per GPU; on a CPU one per core)"
     )
     parser.add_argument("--runs", type=Path, default=Path("runs"))
+    add_with_option(parser, "published studies: the runs they hold are not trained again")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run (slurm: also hydra.launcher.*)")
     args = parser.parse_args(argv)
     domains = domain_names() if args.domain == "all" else [args.domain]
@@ -71,14 +79,27 @@ def main(argv: list[str] | None = None) -> int:
     args.tasks = once(args.tasks, "--tasks") if args.tasks else None
     launcher_overrides = [o for o in args.overrides if o.startswith("hydra.launcher.")]
     run_overrides = [o for o in args.overrides if not o.startswith("hydra.launcher.")]
+    try:
+        studies = read_studies(args.with_studies)
+    except StudyError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     failed: list[Job] = []
     elsewhere: list[Job] = []
     began = time.time()
     for domain in domains:
         encodings = args.encodings or roster(args.roster)
         jobs = plan(domain, encodings, args.seeds, args.preset, args.runs, args.tasks, run_overrides)
+        jobs, published = unpublished(jobs, studies)
+        try:
+            check_joinable(jobs, studies)
+        except StudyError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
         print(
-            f"{domain}: {len(jobs)} runs ({' '.join(encodings)} x seeds {' '.join(map(str, args.seeds))})", flush=True
+            f"{domain}: {len(jobs)} runs ({' '.join(encodings)} x seeds {' '.join(map(str, args.seeds))})"
+            + (f"; {len(published)} published already, not trained again" if published else ""),
+            flush=True,
         )
         if args.launcher == "slurm":
             if run_slurm(jobs, launcher_overrides):

@@ -541,3 +541,32 @@ def test_the_published_synthetic_study_holds_the_cpu_preset_s_tasks_and_todays_c
         mine = fixed_properties({"config": OmegaConf.to_container(cfg, resolve=True), "data_hashes": {}})
         fixed = study.study["holds_fixed"][f"synthetic/{task}"]
         assert {**mine, **{k: v for k, v in fixed.items() if k.startswith("data_hashes.")}} == fixed
+
+
+def test_the_published_study_across_domains_is_its_domains_studies_and_its_mean_rank_recomputes():
+    """docs/results/study-cpu: each domain's entries are those of the domain's own published study (a study
+    re-published without the cross-domain one being recomputed would differ here), and its mean rank is recomputed
+    from them independently: per domain, scipy's average ranks of the matched Δ among the encodings every domain
+    scored, then the mean over the domains (each synthetic study one domain, as in paper 000's Figure 3)."""
+    from scipy.stats import rankdata
+
+    from tests.sample_fixtures import REPO
+
+    results = REPO / "docs" / "results"
+    across = json.loads((results / "study-cpu" / "summary.json").read_text())
+    domains = across["domains"]
+    assert set(domains) >= {"jsb", "synthetic"}
+    for domain, entry in domains.items():
+        own = json.loads((results / f"{domain}-cpu" / "summary.json").read_text())["domains"][domain]
+        assert entry["encodings"] == own["encodings"], domain
+    common = sorted(set.intersection(*(set(entry["encodings"]) for entry in domains.values())))
+    ranks = {}
+    for entry in domains.values():
+        sign = 1 if entry["lower_is_better"] else -1
+        values = [sign * entry["encodings"][name]["matched"] for name in common]
+        ranks.update({(id(entry), name): rank for name, rank in zip(common, rankdata(values), strict=True)})
+    mean_rank = across["mean_rank"]
+    assert sorted(mean_rank) == common
+    for name in common:
+        expected = np.mean([ranks[(id(entry), name)] for entry in domains.values()])
+        assert mean_rank[name]["mean"] == pytest.approx(expected, abs=1e-12), name

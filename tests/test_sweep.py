@@ -216,3 +216,33 @@ def test_ddp_and_accumulation_equal_one_process_on_the_global_batch(tmp_path):
     for name in ("two", "accumulating", "two accumulating"):
         assert logs[name] == pytest.approx(logs["one"], abs=1e-5), name
     assert logs["one"][-1] < logs["one"][0]  # it trained
+
+
+def test_a_sweep_with_a_published_study_trains_only_what_it_lacks_and_refuses_what_would_not_join(
+    tmp_path, monkeypatch, capsys
+):
+    """make train WITH=<study>: the runs the study holds are not trained again (a study grown in another session,
+    whose run folders are gone); a run that would be trained with another budget than the study holds fixed is
+    refused by name before anything trains."""
+    import numpy as np
+
+    from pipelines import sweep as sweep_module
+    from pipelines.runs.published import export_study
+    from tests.run_fixtures import lm_domain, with_composed_configs
+
+    x = np.array([0.2, 1.4, 0.6, 2.5, 1.0, 0.8])
+    lm_domain(tmp_path / "published_runs", "jsb", {"darope": x, "nope": x + 0.3})  # seeds 0-2
+    with_composed_configs(tmp_path / "published_runs")
+    export_study(tmp_path / "published_runs", ["jsb"], tmp_path / "study")
+    trained = []
+    monkeypatch.setattr(sweep_module, "run_local", lambda jobs, workers: trained.extend(j.label for j in jobs) or [])
+    args = ["--domain", "jsb", "--encodings", "darope", "nope", "--seeds", "0", "1", "2", "3"]
+    args += ["--runs", str(tmp_path / "local"), "--with", str(tmp_path / "study")]
+    assert sweep_module.main(args) == 0
+    assert trained == ["jsb/darope/seed3", "jsb/nope/seed3"]
+    assert (
+        "jsb: 2 runs (darope nope x seeds 0 1 2 3); 6 published already, not trained again" in capsys.readouterr().out
+    )
+    assert sweep_module.main(["trainer.max_steps=7", *args]) == 1
+    assert trained == ["jsb/darope/seed3", "jsb/nope/seed3"]  # nothing more
+    assert "refusing to train for" in capsys.readouterr().err

@@ -12,8 +12,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 from pipelines.experiment.config import compose_config, datamodule_class, override_value
 from pipelines.runs.layout import MANIFEST, TRAIN_METRICS, RunKey, has_tasks
+from pipelines.runs.published import PublishedStudy, StudyError
+from pipelines.runs.settings import differences, fixed_properties
 
 ELSEWHERE = "running elsewhere"  # a job's status when another process holds its run folder (another sweep)
 
@@ -135,3 +139,33 @@ def _varying(first: list[str], second: list[str]) -> str:
     differ = [f"{a} and {b}" for a, b in zip(first, second, strict=True) if a != b]
     seed = next(o for o in first if o.startswith("seed="))
     return "; ".join(differ) or f"{seed} and {seed}"
+
+
+def check_joinable(jobs: list[Job], studies: list[PublishedStudy]) -> None:
+    """StudyError, before anything trains, naming what a planned run would be trained with that a study holds
+    otherwise (the data hashes are checked by join once the runs exist): such runs could never join it."""
+    first_of_group = {job.key.group_label: job for job in reversed(jobs)}
+    for group, job in sorted(first_of_group.items()):
+        holding = [(study, study.study["holds_fixed"].get(group)) for study in studies]
+        holding = [(study, theirs) for study, theirs in holding if theirs is not None]
+        if not holding:
+            continue
+        cfg = OmegaConf.to_container(compose_config(job.overrides), resolve=True)
+        mine = fixed_properties({"config": cfg, "data_hashes": {}})
+        for published, theirs in holding:
+            lines = [
+                f"  {job.label}: {key} {mine.get(key, '(not set)')}, the study has {theirs.get(key, '(not set)')}"
+                for key in differences(mine, theirs)
+                if not key.startswith("data_hashes.")
+            ]
+            if lines:
+                raise StudyError(
+                    f"refusing to train for {published.folder}: the runs would not join it:\n" + "\n".join(lines)
+                )
+
+
+def unpublished(jobs: list[Job], studies: list[PublishedStudy]) -> tuple[list[Job], list[Job]]:
+    """(the jobs no study holds, the jobs a study holds already): a run published in a study is not trained again
+    (`make train WITH=<study>`: a study grown across machines or sessions, whose run folders are gone)."""
+    held = {label for study in studies for label in study.labels}
+    return [job for job in jobs if job.label not in held], [job for job in jobs if job.label in held]
