@@ -3,7 +3,8 @@
 browser is and never downloads one. The network is off: the context is offline and every request that is not for a
 file:// or data: URL is aborted and recorded, so a page that reaches for a CDN fails its test.
 
-    python -m tests.browser PAGE.html OUT.png WIDTH     # a full-page screenshot at WIDTH CSS pixels
+    python -m tests.browser PAGE.html OUT.png WIDTH     # a full-page screenshot at WIDTH CSS pixels (at most
+                                                        # SCREENSHOT_BYTES: else the top of the page that fits)
 """
 
 from __future__ import annotations
@@ -97,12 +98,26 @@ def open_page(context, path: Path, width: int = 1280) -> tuple:
     return page, log
 
 
+SCREENSHOT_BYTES = 1_900_000  # a screenshot is committed beside its page, and a repository takes files up to 2 MB
+
+
 def screenshot(path: Path, out: Path, width: int) -> None:
+    """The whole page at `width` CSS pixels; where that PNG would pass SCREENSHOT_BYTES, the page's top part that
+    fits (a quarter less at a time), said on stdout."""
     with browser() as context:
         page, log = open_page(context, path, width)
         if log.errors or log.network:
             raise SystemExit(f"{path}: console errors {log.errors}, network requests {log.network}")
-        page.screenshot(path=str(out), full_page=True)
+        data = page.screenshot(full_page=True)
+        full = height = page.evaluate("document.documentElement.scrollHeight")
+        while len(data) > SCREENSHOT_BYTES:
+            height = int(height * 0.75)
+            data = page.screenshot(full_page=True, clip={"x": 0, "y": 0, "width": width, "height": height})
+        if height < full:
+            print(
+                f"{out}: the top {height} of the page's {full} px (the whole page is over {SCREENSHOT_BYTES:,} bytes)"
+            )
+        out.write_bytes(data)
 
 
 if __name__ == "__main__":
