@@ -570,3 +570,30 @@ def test_the_published_study_across_domains_is_its_domains_studies_and_its_mean_
     for name in common:
         expected = np.mean([ranks[(id(entry), name)] for entry in domains.values()])
         assert mean_rank[name]["mean"] == pytest.approx(expected, abs=1e-12), name
+
+
+def test_the_published_maestro_study_scores_the_whole_protocol_test_split_and_todays_cpu_preset_still_joins_it():
+    """docs/results/maestro-cpu (growing across sessions: `make train WITH=` it): every run scored the whole test
+    split of the paper's protocol (64 performances in 729 chunks) and the 2x and 4x windows over them (591, 280), the
+    YaRN runs beside their rope runs, every file under 2 MB, and a run composed today at the preset still joins it."""
+    from omegaconf import OmegaConf
+
+    from pipelines.experiment.config import config_options
+    from pipelines.runs.settings import fixed_properties
+    from tests.sample_fixtures import REPO
+
+    folder = REPO / "docs" / "results" / "maestro-cpu"
+    study = read_study(folder)
+    labels = study.study["domains"]["maestro"]
+    trained = [label for label in labels if "+yarn" not in label]
+    assert trained and {label.split("/")[1] for label in trained} <= set(config_options("pe"))
+    yarn = sorted(label.replace("+yarn", "") for label in labels if "+yarn" in label)
+    assert yarn == sorted(label for label in trained if label.split("/")[1] in ("rope10k", "rope500k"))
+    for label in labels:
+        sizes = [len(study.nll(label, split)) for split in ("test", "test_2x", "test_4x")]
+        assert sizes == [729, 591, 280] or ("+yarn" in label and sizes == [0, 591, 280]), (label, sizes)
+    assert max(path.stat().st_size for path in folder.rglob("*") if path.is_file()) < 2_000_000
+    fixed = study.study["holds_fixed"]["maestro"]
+    cfg = compose_config(["domain=maestro", "preset=cpu", "pe=hope", "seed=5"])
+    mine = fixed_properties({"config": OmegaConf.to_container(cfg, resolve=True), "data_hashes": {}})
+    assert {**mine, **{k: v for k, v in fixed.items() if k.startswith("data_hashes.")}} == fixed
