@@ -3,7 +3,6 @@
     python -m pipelines.settle --domain jsb [--roster full | --encodings a b ...] [--ref NAME] [--max-seeds 10]
                                [--looks 4] [--runs runs] [--with docs/results/<study> ...] [--jobs N]
                                [--plan | --record] [overrides ...]
-                               [overrides ...]
 
 It reads the runs the domain's folder already holds (the study's first seeds, every encoding), fixes the design
 before its first look (pipelines.analysis.sequential: looks at n_1 < ... < n_K seeds, alpha spent alpha / K per look,

@@ -811,28 +811,31 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
     )
     environment.filters["code_spans"] = code_spans
     template = environment.get_template("study.html.j2")
+    fixed = dict(  # what does not depend on the detail per run: computed once, whatever the level
+        links=links,
+        domains=[result.domain for result in study.results],
+        leaderboard_columns=LEADERBOARD_COLUMNS,
+        leaderboard=leaderboard_rows(study, summary),
+        mean_rank_columns=MEAN_RANK_COLUMNS,
+        mean_rank=mean_rank_rows(summary),
+        not_ranked=summary["not_ranked"],
+        sections=sections,
+        looks=looks_tables(study, summary),
+        variance=variance,
+        has_yarn=has_yarn,
+        charts_data=_packed_json(charts),
+        style=(TEMPLATES / "study.css").read_text(),
+        script=(TEMPLATES / "study.js").read_text(),
+        vega=vega_bundle(),
+    )
     for detail in RUN_DETAIL_LEVELS:
         runs = run_records(study, detail)
         page = template.render(
+            **fixed,
             header=header_facts(study, summary, runs),
-            links=links,
-            domains=[result.domain for result in study.results],
-            leaderboard_columns=LEADERBOARD_COLUMNS,
-            leaderboard=leaderboard_rows(study, summary),
-            mean_rank_columns=MEAN_RANK_COLUMNS,
-            mean_rank=mean_rank_rows(summary),
-            not_ranked=summary["not_ranked"],
-            sections=sections,
-            looks=looks_tables(study, summary),
-            variance=variance,
-            has_yarn=has_yarn,
             run_options=[{"label": r["label"], "domain": r["domain"]} for r in runs],
             first_run=next((r["label"] for r in runs if r["ref"]), runs[0]["label"] if runs else ""),
-            charts_data=_packed_json(charts),
             runs_data=_packed_json(runs),
-            style=(TEMPLATES / "study.css").read_text(),
-            script=(TEMPLATES / "study.js").read_text(),
-            vega=vega_bundle(),
         )
         size = len(page.encode())
         if size <= PAGE_BUDGET:
