@@ -29,6 +29,7 @@ from pipelines.analysis.verdict import (
     t_test_power,
     variance_components,
 )
+from pipelines.report.verdicts import poi_cell
 
 NLL = Metric("test NLL", "NLL", "nats", higher_is_better=False, digits=4)
 
@@ -117,6 +118,18 @@ def test_seeds_that_do_not_pair_are_tested_with_welch_and_welch_tost():
     assert pair.p == pytest.approx(sps.ttest_ind(a, b, equal_var=False).pvalue)
     assert pair.p_tost == pytest.approx(ttost_ind(a, b, -0.005, 0.005, usevar="unequal")[0])
     assert math.isnan(pair.poi_lo) and pair.poi == pytest.approx(probability_of_improvement(a, b, False))
+
+
+def test_p_better_says_one_seed_each_not_unpaired_for_two_single_runs_of_one_seed():
+    rng = np.random.default_rng(3)
+    values = study(rng, n_enc=2, n_seeds=3, n_examples=25)
+    values[:, 1:] = np.nan  # both encodings finished seed 0 only: nothing to pair, but nothing unpaired either
+    single = Comparator(evidence(values)).pair("e1", "e0")
+    assert not single.paired and single.seeds_a == single.seeds_b == (0,)
+    assert poi_cell(single) == f"{single.poi:.2f} (one seed each)" and single.poi in (0.0, 1.0)
+    values = study(rng, n_enc=2, n_seeds=6, n_examples=25)
+    values[1, 4:], values[0, :4] = np.nan, np.nan  # seeds 0..3 against 4, 5
+    assert poi_cell(Comparator(evidence(values)).pair("e1", "e0")).endswith(" (unpaired)")
 
 
 def test_paired_improvement_is_the_share_of_seeds_with_the_exact_binomial_interval():

@@ -76,7 +76,9 @@ def p_text(p: float) -> str:
 
 def poi_cell(pair: PairVerdict) -> str:
     if math.isnan(pair.poi_lo):
-        return f"{pair.poi:.2f} (unpaired)"
+        # one seed a side is no pairing to speak of, even when both runs share that seed
+        single = len(pair.seeds_a) == len(pair.seeds_b) == 1
+        return f"{pair.poi:.2f} ({'one seed each' if single else 'unpaired'})"
     return f"{pair.poi:.2f} [{pair.poi_lo:.2f}, {pair.poi_hi:.2f}]"
 
 
