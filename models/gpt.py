@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.biased_attention import biased_attention
 from models.encodings import PositionalEncoding, build_encoding
 from models.windows import AttentionWindow, visible_keys, windowed_attention
 
@@ -98,9 +99,7 @@ class CausalSelfAttention(nn.Module):
             if encoding.mechanism == "bias":
                 # the causal mask comes with it; built in the attention dtype (`.to` copies only for a model in fp64)
                 logits_term = encoding.logit_bias(state, self.layer, x).to(q.dtype)
-                y = F.scaled_dot_product_attention(
-                    q, k, v, attn_mask=logits_term, dropout_p=dropout_p, scale=encoding.softmax_scale
-                )
+                y = biased_attention(q, k, v, logits_term, dropout_p, encoding.softmax_scale)
             else:
                 y = fused_causal_attention(q, k, v, dropout_p, encoding.softmax_scale, self.window)
         y = y.transpose(1, 2).reshape(B, T, -1)
