@@ -10,7 +10,7 @@ failed runs are always listed, and runs of a domain that differ in data, token b
 refused, naming them, as are damaged or non-finite metrics files. Nothing is written unless the whole report
 succeeds. With --strict, anything missing (a run, a seed, a domain without a finished run), or domains trained at
 different presets, is an error instead. --with joins a published study's runs to the local ones without retraining
-them (pipelines.runs.published): a local run that differs in what the study holds fixed is refused by name, and a
+them (pipelines.runs.published_join): a local run that differs in what the study holds fixed is refused by name, and a
 local copy of a published run must agree with it within the study's tolerance.
 """
 
@@ -26,7 +26,9 @@ from pipelines.analysis.study import Study, analyse_study
 from pipelines.experiment.config import domain_names
 from pipelines.report.study import write_study_report
 from pipelines.runs.metrics import RunFileError
-from pipelines.runs.published import StudyError, add_with_option, joined_runs, joined_scratch, read_studies
+from pipelines.runs.published_format import StudyError
+from pipelines.runs.published_join import add_with_option, joined_runs, joined_scratch
+from pipelines.runs.published_read import read_studies
 
 ALL_PRESENT = "all-present"
 

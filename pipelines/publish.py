@@ -4,12 +4,12 @@
                                 [--with docs/results/<study> ...] [--replace]
 
 Writes study.json, runs.json.gz, per_example/ and per_position/<encoding>.csv.gz (and settle/<domain>.json) into OUT
-(pipelines.runs.published), study.json listing each other file's sha256, and beside them the study's report from the
-same runs, as `make compare` writes it: summary.md/csv/json, the figures, the per-domain folders and index.html
-(pipelines.report.study). Only finished runs are published; a domain without one, and runs of one domain (or task)
-that differ in what a comparison holds fixed, are refused, naming them. --with publishes a published study's runs
-joined to the local ones (pipelines.runs.published.join, as `make compare WITH=...` reads them): how a study grown by
-`make settle WITH=...` is published again, into its own folder or another.
+(pipelines.runs.published_format), study.json listing each other file's sha256, and beside them the study's report
+from the same runs, as `make compare` writes it: summary.md/csv/json, the figures, the per-domain folders and
+index.html (pipelines.report.study). Only finished runs are published; a domain without one, and runs of one domain
+(or task) that differ in what a comparison holds fixed, are refused, naming them. --with publishes a published
+study's runs joined to the local ones (pipelines.runs.published_join.join, as `make compare WITH=...` reads them):
+how a study grown by `make settle WITH=...` is published again, into its own folder or another.
 
 Everything is read, checked and analysed before anything is written, and the study (evidence and report) is written
 all or nothing: a publish that fails leaves OUT as it was. When OUT holds a study already, the new one must keep
@@ -30,23 +30,10 @@ from pipelines.experiment.config import domain_names
 from pipelines.report.files import publish
 from pipelines.report.study import render_study, study_report_files
 from pipelines.runs.metrics import RunFileError
-from pipelines.runs.published import (
-    EVIDENCE_FILES,
-    RUNS,
-    STUDY,
-    TOLERANCE,
-    StudyError,
-    StudyExport,
-    add_with_option,
-    collect_study,
-    copies_disagree,
-    joined_runs,
-    joined_scratch,
-    read_back,
-    read_studies,
-    read_study,
-    render_evidence,
-)
+from pipelines.runs.published_export import EVIDENCE_FILES, StudyExport, collect_study, read_back, render_evidence
+from pipelines.runs.published_format import RUNS, STUDY, TOLERANCE, StudyError
+from pipelines.runs.published_join import add_with_option, copies_disagree, joined_runs, joined_scratch
+from pipelines.runs.published_read import read_studies, read_study
 
 
 def _listed(labels: list[str], limit: int = 8) -> str:
@@ -72,7 +59,7 @@ def replaced(export: StudyExport, out: Path) -> tuple[int, list[str], list[str],
 
 def write_published(export: StudyExport, report: Study, out: Path) -> None:
     """Write the study's evidence and its report into `out` in one step, all or nothing, once the evidence reads
-    back with every check (pipelines.runs.published.read_back)."""
+    back with every check (pipelines.runs.published_export.read_back)."""
     read_back(export, out)
     publish(
         out,

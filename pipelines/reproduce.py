@@ -12,7 +12,7 @@ published study", says what agreement to expect where). Exit status 1 when any r
 A YaRN evaluation (`rope10k+yarn/0`) is reproduced by training its rope run, which evaluates YaRN as well (one
 training for both when both are named). Before anything trains, a finished run already in the scratch folder must
 be the one the study describes (its key and every setting a comparison holds fixed), else it is refused by name:
-it would be skipped and compared. The study is read strictly (pipelines.runs.published.read_study): a record that
+it would be skipped and compared. The study is read strictly (pipelines.runs.published_read.read_study): a record that
 contradicts study.json is refused, naming the record and the setting, before anything trains.
 """
 
@@ -30,14 +30,9 @@ from pipelines.launch.jobs import plan
 from pipelines.launch.local import run_local, visible_gpus
 from pipelines.runs.layout import DERIVED_MARK, DONE, MANIFEST, RunFolder, RunKey
 from pipelines.runs.metrics import RunFileError, read_json_file
-from pipelines.runs.published import (
-    PublishedStudy,
-    StudyError,
-    local_metrics,
-    read_study,
-    record_key,
-    worst_difference,
-)
+from pipelines.runs.published_format import PublishedStudy, StudyError, record_key
+from pipelines.runs.published_join import local_metrics, worst_difference
+from pipelines.runs.published_read import read_study
 from pipelines.runs.settings import RESULT_NEUTRAL, differences, fixed_properties, flat_settings, without
 
 

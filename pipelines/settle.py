@@ -59,15 +59,9 @@ from pipelines.launch.jobs import ELSEWHERE, Job, check_joinable, plan
 from pipelines.launch.local import log_started, run_local, visible_gpus
 from pipelines.runs.layout import DERIVED_MARK, DONE, MANIFEST, RunFolder, discover_runs, has_tasks
 from pipelines.runs.metrics import RunFileError, read_run_json, split_entries
-from pipelines.runs.published import (
-    SETTLE_DIR,
-    PublishedStudy,
-    StudyError,
-    add_with_option,
-    joined_runs,
-    joined_scratch,
-    read_studies,
-)
+from pipelines.runs.published_format import SETTLE_DIR, PublishedStudy, StudyError
+from pipelines.runs.published_join import add_with_option, joined_runs, joined_scratch
+from pipelines.runs.published_read import read_studies
 
 DEFAULT_MAX_SEEDS = 10
 WAIT_SECONDS = 30  # between looks while another process trains the runs a look needs
@@ -248,7 +242,7 @@ def evidence_runs(
 ) -> tuple[list[RunFolder], Path]:
     """The domain's runs the analysis reads, and the folder its design is read from: the runs folder's own, or with
     --with the published studies' runs joined to the local ones (laid out afresh in `scratch` at each look; a local
-    run that could not join a study is refused by name, pipelines.runs.published.join)."""
+    run that could not join a study is refused by name, pipelines.runs.published_join.join)."""
     if not studies:
         return discover_runs(args.runs, args.domain), args.runs / args.domain
     root, notes = joined_runs(args.runs, studies, scratch / f"look{look}", [args.domain])

@@ -38,7 +38,9 @@ from pipelines.experiment.config import config_options, domain_names, roster
 from pipelines.launch.jobs import ELSEWHERE, Job, check_joinable, plan, unpublished
 from pipelines.launch.local import run_local, visible_gpus
 from pipelines.launch.slurm import run_slurm
-from pipelines.runs.published import StudyError, add_with_option, read_studies
+from pipelines.runs.published_format import StudyError
+from pipelines.runs.published_join import add_with_option
+from pipelines.runs.published_read import read_studies
 
 
 def once(values: list, option: str) -> list:

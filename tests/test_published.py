@@ -23,7 +23,10 @@ from pipelines.experiment.training import train_and_evaluate
 from pipelines.launch.jobs import default_tasks
 from pipelines.publish import main as publish_main
 from pipelines.reproduce import main as reproduce_main
-from pipelines.runs.published import StudyError, example_file, export_study, join, read_study
+from pipelines.runs.published_export import export_study
+from pipelines.runs.published_format import StudyError, example_file
+from pipelines.runs.published_join import join
+from pipelines.runs.published_read import read_study
 from tests.run_fixtures import edit_study_file, lm_domain, read_csv, with_composed_configs
 from tests.sample_fixtures import SAMPLES
 

@@ -14,7 +14,7 @@ from pipelines import settle as settle_module
 from pipelines.analysis.sequential import Design
 from pipelines.compare import main as compare_main
 from pipelines.publish import main as publish_main
-from pipelines.runs.published import export_study
+from pipelines.runs.published_export import export_study
 from tests.run_fixtures import compare, lm_domain, read_csv, section, synthetic_tree, with_composed_configs
 
 X = np.array([0.2, 1.4, 0.6, 2.5, 1.0, 0.8])  # six test examples of very different difficulty

@@ -227,7 +227,7 @@ def test_a_sweep_with_a_published_study_trains_only_what_it_lacks_and_refuses_wh
     import numpy as np
 
     from pipelines import sweep as sweep_module
-    from pipelines.runs.published import export_study
+    from pipelines.runs.published_export import export_study
     from tests.run_fixtures import lm_domain, with_composed_configs
 
     x = np.array([0.2, 1.4, 0.6, 2.5, 1.0, 0.8])

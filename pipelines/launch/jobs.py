@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from pipelines.experiment.config import compose_config, datamodule_class, override_value
 from pipelines.runs.layout import MANIFEST, TRAIN_METRICS, RunKey, has_tasks
-from pipelines.runs.published import PublishedStudy, StudyError
+from pipelines.runs.published_format import PublishedStudy, StudyError
 from pipelines.runs.settings import differences, fixed_properties
 
 ELSEWHERE = "running elsewhere"  # a job's status when another process holds its run folder (another sweep)
