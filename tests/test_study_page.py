@@ -21,6 +21,7 @@ import pytest
 from pipelines.analysis.sequential import SETTLE_FILE, Design
 from pipelines.publish import main as publish_main
 from pipelines.report import html as study_html
+from pipelines.report import page_runs
 from pipelines.report.html import INDEX, PAGE_BUDGET
 from pipelines.runs.layout import TRAIN_METRICS, RunFolder, RunKey
 from pipelines.runs.metrics import RunFileError
@@ -366,7 +367,7 @@ def test_a_training_curve_s_loss_is_shown_to_four_significant_digits(tmp_path):
     run_dir = tmp_path / "jsb" / "nope" / "seed0"
     (run_dir / TRAIN_METRICS).parent.mkdir(parents=True)
     write_csv(run_dir / TRAIN_METRICS, ["step", "train/loss"], [[0, 4.9049201011657715], [1, 0.012345678]])
-    rows = study_html._training_rows(RunFolder(RunKey("jsb", None, "nope", 0), run_dir))
+    rows = page_runs._training_rows(RunFolder(RunKey("jsb", None, "nope", 0), run_dir))
     assert rows == [["training", 0, 4.905], ["training", 1, 0.01235]]
 
 

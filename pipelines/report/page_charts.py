@@ -1,0 +1,317 @@
+"""The study page's charts (pipelines.report.html): Vega-Lite specs built with altair, one colour per encoding across
+them (Colours): the Δ forest plot, NLL by position and by window length, the variance components and the two charts
+of the one-run view.
+"""
+
+from __future__ import annotations
+
+import math
+
+import altair as alt
+from matplotlib.colors import to_hex
+
+from pipelines.analysis.results import DomainResult
+from pipelines.analysis.study import Study
+from pipelines.report.figures import binned_curve, encoding_colours
+from pipelines.report.page_tables import plain_label
+from pipelines.runs.layout import is_derived
+
+VERDICT_COLOURS = {
+    "better": "#1a7f37",
+    "worse": "#cf222e",
+    "equivalent": "#0969da",
+    "stopped": "#8250df",
+    "inconclusive": "#6e7781",
+}
+
+
+# under the plot, in columns, so that the plot keeps the width of a phone's screen
+ENCODING_LEGEND = alt.Legend(title="encoding (click one to focus it)", orient="bottom", columns=4, symbolLimit=0)
+
+
+class Colours:
+    """One colour per encoding across every chart of the page (encoding_colours, as the PNG figures), each chart's
+    legend listing only the encodings it draws."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.hex = {name: to_hex(colour) for name, colour in encoding_colours(names).items()}
+
+    def scale(self, values: list[dict]) -> alt.Scale:
+        drawn = [name for name in self.hex if any(v["encoding"] == name for v in values)]
+        return alt.Scale(domain=drawn, range=[self.hex[name] for name in drawn])
+
+
+def forest_spec(result: DomainResult, summary: dict) -> dict | None:
+    """The Δ forest plot of one domain (nll.png's right panel): each baseline's Δ to the reference with the
+    interval its verdict rests on, the equivalence region shaded; hover gives Δ, the interval, p, TOST p, seeds."""
+    domain = summary["domains"][result.domain]
+    region, digits = domain["equivalence_region"], result.metric.digits
+    records = [r for r in domain["encodings"].values() if isinstance(r["delta"], int | float)]
+    if not records:
+        return None
+    records.sort(key=lambda r: (r["rank"], r["encoding"]))
+    values = [
+        {
+            "encoding": r["encoding"],
+            "delta": r["delta"],
+            "lo": r["decision_lo"],
+            "hi": r["decision_hi"],
+            "level": r["decision_level"],
+            "p": r["seed_p"],
+            "p_holm": r["seed_p_holm"],
+            "p_tost": r["p_tost"],
+            "seeds": str(r["pair_seeds"]),
+            "verdict": r["verdict"],
+            "label": plain_label(result, r["encoding"])[1],
+        }
+        for r in records
+    ]
+    order = [v["encoding"] for v in values]
+    scale = alt.Scale(type="symlog", constant=4 * region)
+    unit = result.metric.unit
+    axis_title = f"Δ {result.metric.short} vs {result.ref} ({unit}; symlog, linear within ±{4 * region:g})"
+    axis = alt.Axis(labelOverlap="greedy", labelSeparation=6, grid=False, tickCount=6, labelFlush=True)
+    x = alt.X("delta:Q", scale=scale, title=axis_title, axis=axis)
+    y = alt.Y("encoding:N", sort=order, title=None)
+    fmt = f".{digits}f"
+    tooltip = [
+        alt.Tooltip("encoding:N"),
+        alt.Tooltip("delta:Q", title="Δ", format=f"+{fmt}"),
+        alt.Tooltip("lo:Q", title="interval from", format=f"+{fmt}"),
+        alt.Tooltip("hi:Q", title="interval to", format=f"+{fmt}"),
+        alt.Tooltip("level:Q", title="interval level", format=".0%"),
+        alt.Tooltip("p:Q", title="p (raw)", format=".3~g"),
+        alt.Tooltip("p_holm:Q", title="p (Holm)", format=".3~g"),
+        alt.Tooltip("p_tost:Q", title="p TOST", format=".3~g"),
+        alt.Tooltip("seeds:N", title="seeds"),
+        alt.Tooltip("label:N", title="verdict"),
+    ]
+    data = alt.Data(values=values)
+    band = (
+        alt.Chart(alt.Data(values=[{"lo": -region, "hi": region}]))
+        .mark_rect(color="#2da44e", opacity=0.18)
+        .encode(x=alt.X("lo:Q", scale=scale), x2="hi:Q")
+    )
+    zero = alt.Chart(alt.Data(values=[{"zero": 0.0}])).mark_rule(color="#8c959f").encode(x=alt.X("zero:Q", scale=scale))
+    interval = (
+        alt.Chart(data)
+        .mark_rule(strokeWidth=2)
+        .encode(x=alt.X("lo:Q", scale=scale), x2="hi:Q", y=y, color=alt.value("#57606a"), tooltip=tooltip)
+    )
+    words = list(VERDICT_COLOURS)
+    point = (
+        alt.Chart(data)
+        .mark_point(filled=True, size=70)
+        .encode(
+            x=x,
+            y=y,
+            color=alt.Color(
+                "verdict:N",
+                scale=alt.Scale(domain=words, range=list(VERDICT_COLOURS.values())),
+                legend=alt.Legend(title="verdict", orient="bottom"),
+            ),
+            tooltip=tooltip,
+        )
+    )
+    chart = alt.layer(band, zero, interval, point).properties(
+        width="container",
+        height=alt.Step(22),
+        title=_title([f"{result.domain}: Δ to {result.ref}", f"shaded: equivalence ±{region:g}"]),
+    )
+    return chart.to_dict()
+
+
+def _title(lines: list[str]) -> alt.TitleParams:
+    """A chart's title, one line per item, left-aligned: it wraps where a long one-line title would be cut."""
+    return alt.TitleParams(lines, anchor="start", fontSize=12)
+
+
+def _yarn_param() -> alt.Parameter:
+    return alt.param(name="show_yarn", value=True)  # the page's "YaRN rows" checkbox sets it in every view
+
+
+def position_specs(study: Study, colours: Colours) -> list[dict]:
+    """NLL by position, one panel per domain's test split and per (group, split) scored past the training length:
+    the curves the PNG figures draw (binned_curve), seeds pooled; YaRN rows togglable, encodings by the legend."""
+    panels = []
+    for result in study.results:
+        if result.position_curves:
+            title = [f"{result.domain} test", "NLL by position"]
+            panels.append((result.domain, title, None, result.position_curves.items()))
+        groups: dict[tuple[str, str], list] = {}
+        for curve in result.extrapolation:
+            if curve.status == "ok":
+                groups.setdefault((curve.group, curve.split), []).append(curve)
+        for (group, split), curves in groups.items():
+            where = result.domain if group == result.domain else f"{result.domain}/{group}"
+            title = [f"{where} {split}", f"NLL by position (L = {curves[0].context}, window {curves[0].length})"]
+            panels.append((result.domain, title, curves[0].context, [(c.encoding, c.by_position) for c in curves]))
+    specs = []
+    for domain, title, context, curves in panels:
+        values = []
+        for encoding, by_position in curves:
+            x, y = binned_curve(*by_position)
+            derived = is_derived(encoding)
+            values += [
+                {"encoding": encoding, "position": float(p), "nll": float(v), "yarn": derived}
+                for p, v in zip(x, y, strict=True)
+            ]
+        specs.append({"domain": domain, "title": title, "spec": _curve_chart(values, title, context, colours)})
+    return specs
+
+
+def _curve_chart(values: list[dict], title: list[str], context: int | None, colours: Colours) -> dict:
+    legend = alt.selection_point(fields=["encoding"], bind="legend")
+    line = (
+        alt.Chart(alt.Data(values=values))
+        .mark_line(strokeWidth=1.5)
+        .encode(
+            x=alt.X("position:Q", title="position"),
+            y=alt.Y("nll:Q", title="mean NLL (nats)", scale=alt.Scale(zero=False)),
+            color=alt.Color("encoding:N", scale=colours.scale(values), legend=ENCODING_LEGEND),
+            strokeDash=alt.condition("datum.yarn", alt.value([4, 3]), alt.value([1, 0])),
+            opacity=alt.condition(legend, alt.value(1.0), alt.value(0.12)),
+            tooltip=[
+                alt.Tooltip("encoding:N"),
+                alt.Tooltip("position:Q", format=".0f"),
+                alt.Tooltip("nll:Q", title="NLL", format=".4f"),
+            ],
+        )
+        .add_params(legend, _yarn_param())
+        .transform_filter("show_yarn || !datum.yarn")
+    )
+    layers = [line]
+    if context is not None:
+        layers.append(
+            alt.Chart(alt.Data(values=[{"L": context}]))
+            .mark_rule(color="#57606a", strokeDash=[2, 2])
+            .encode(x="L:Q", tooltip=[alt.Tooltip("L:Q", title="training length L")])
+        )
+    return alt.layer(*layers).properties(width="container", height=260, title=_title(title)).to_dict()
+
+
+def window_specs(study: Study, summary: dict, colours: Colours) -> list[dict]:
+    """NLL past the training length by window length (as a multiple of L), per domain and group: summary.json's
+    extrapolation rows (extrapolation.csv), with the seed-paired Δ past L on hover."""
+    rows = [row for row in summary["extrapolation"] if row["status"] == "ok" and row["nll_past"] is not None]
+    specs = []
+    for result in study.results:
+        groups = sorted({row["group"] for row in rows if row["domain"] == result.domain})
+        for group in groups:
+            values = [
+                {
+                    "encoding": row["encoding"],
+                    "window": f"{row['length'] // row['context']}x"
+                    if row["length"] % row["context"] == 0
+                    else f"{row['length'] / row['context']:.2g}x",
+                    "length": row["length"],
+                    "nll_past": row["nll_past"],
+                    "nll_within": row["nll_within"],
+                    "seeds": row["seeds"],
+                    "past_delta": row["past_delta"],
+                    "past_delta_lo": row["past_delta_lo"],
+                    "past_delta_hi": row["past_delta_hi"],
+                    "past_p_holm": row["past_p_holm"],
+                    "past_verdict": row["past_verdict"],
+                    "yarn": is_derived(row["encoding"]),
+                }
+                for row in rows
+                if row["domain"] == result.domain and row["group"] == group
+            ]
+            where = result.domain if group == result.domain else f"{result.domain}/{group}"
+            legend = alt.selection_point(fields=["encoding"], bind="legend")
+            windows = [w for w in dict.fromkeys(v["window"] for v in sorted(values, key=lambda v: v["length"]))]
+            encode = {
+                "x": alt.X("window:O", sort=windows, title="window length (x L)"),
+                "y": alt.Y("nll_past:Q", title="NLL past L (nats)", scale=alt.Scale(zero=False)),
+                "color": alt.Color("encoding:N", scale=colours.scale(values), legend=ENCODING_LEGEND),
+                "opacity": alt.condition(legend, alt.value(1.0), alt.value(0.12)),
+            }
+            tooltip = [
+                alt.Tooltip("encoding:N"),
+                alt.Tooltip("window:N"),
+                alt.Tooltip("nll_past:Q", title="NLL past L", format=".4f"),
+                alt.Tooltip("nll_within:Q", title="NLL within L", format=".4f"),
+                alt.Tooltip("seeds:Q"),
+                alt.Tooltip("past_delta:Q", title="Δ past L vs reference", format="+.4f"),
+                alt.Tooltip("past_delta_lo:Q", title="Δ interval from", format="+.4f"),
+                alt.Tooltip("past_delta_hi:Q", title="Δ interval to", format="+.4f"),
+                alt.Tooltip("past_p_holm:Q", title="p (Holm)", format=".3~g"),
+                alt.Tooltip("past_verdict:N", title="verdict past L"),
+            ]
+            base = alt.Chart(alt.Data(values=values)).encode(**encode)
+            chart = (
+                alt.layer(
+                    base.mark_line(strokeWidth=1.2).encode(detail="encoding:N"),
+                    base.mark_point(filled=True, size=60).encode(tooltip=tooltip),
+                )
+                .add_params(legend, _yarn_param())
+                .transform_filter("show_yarn || !datum.yarn")
+                .properties(width="container", height=240, title=_title([where, "NLL past L by window length"]))
+            )
+            specs.append({"domain": result.domain, "title": where, "spec": chart.to_dict()})
+    return specs
+
+
+def variance_spec(result: DomainResult, summary: dict) -> dict | None:
+    components = summary["domains"][result.domain].get("variance_components")
+    if not isinstance(components, dict) or not components:
+        return None
+    values = [
+        {"component": name, "variance": value, "sd": math.sqrt(max(value, 0.0))}
+        for name, value in components.items()
+        if isinstance(value, int | float)
+    ]
+    chart = (
+        alt.Chart(alt.Data(values=values))
+        .mark_bar(color="#0969da")
+        .encode(
+            x=alt.X("sd:Q", title="SD (square root of the variance component)"),
+            y=alt.Y("component:N", sort=None, title=None),
+            tooltip=[
+                alt.Tooltip("component:N"),
+                alt.Tooltip("variance:Q", format=".3~g"),
+                alt.Tooltip("sd:Q", title="SD", format=".3~g"),
+            ],
+        )
+        .properties(width="container", height=alt.Step(24), title=_title([result.domain, "SD of each component"]))
+    )
+    return chart.to_dict()
+
+
+def run_specs() -> dict[str, dict]:
+    """The two charts of the one-run view, on named data the page's script fills with the chosen run."""
+    train = (
+        alt.Chart(alt.NamedData("train"))
+        .mark_line(point=alt.OverlayMarkDef(size=12))
+        .encode(
+            x=alt.X("step:Q", title="step"),
+            y=alt.Y("loss:Q", title="loss (nats)", scale=alt.Scale(zero=False)),
+            color=alt.Color(
+                "curve:N",
+                scale=alt.Scale(domain=["training", "validation"], range=["#0969da", "#cf222e"]),
+                legend=alt.Legend(orient="bottom", title=None),
+            ),
+            tooltip=[alt.Tooltip("curve:N"), alt.Tooltip("step:Q"), alt.Tooltip("loss:Q", format=".4f")],
+        )
+        .properties(width="container", height=240, title=_title(["training and validation loss"]))
+    )
+    examples = alt.NamedData("examples")
+    diagonal = alt.Chart(examples).mark_line(color="#8c959f", strokeDash=[4, 3], clip=True).encode(x="ref:Q", y="ref:Q")
+    points = (
+        alt.Chart(examples)
+        .mark_point(filled=True, size=30, color="#0969da")
+        .encode(
+            x=alt.X("ref:Q", title="test NLL per example: the reference, same seed", scale=alt.Scale(zero=False)),
+            y=alt.Y("run:Q", title="this run", scale=alt.Scale(zero=False)),
+            tooltip=[
+                alt.Tooltip("example:N"),
+                alt.Tooltip("run:Q", title="this run", format=".4f"),
+                alt.Tooltip("ref:Q", title="reference", format=".4f"),
+            ],
+        )
+    )
+    scatter = alt.layer(diagonal, points).properties(
+        width="container", height=240, title=_title(["per example: this run against the reference", "dashed: equal"])
+    )
+    return {"train": train.to_dict(), "examples": scatter.to_dict()}

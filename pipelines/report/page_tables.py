@@ -1,0 +1,235 @@
+"""The study page's tables (pipelines.report.html): its cells (Cell, the number formats, the verdict words), the
+leaderboard, the mean rank across domains and make settle's looks; every number from the summary.json object.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+
+from pipelines.analysis.results import DomainResult
+from pipelines.analysis.study import Study
+from pipelines.report.verdicts import STOPPED_WORDS, family_of, verdict_label
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One table cell: its text, the value it sorts by (data-value: the summary's own number, written exactly), an
+    optional interval (data-lo, data-hi) and a title shown on hover."""
+
+    text: str
+    value: object = None
+    lo: object = None
+    hi: object = None
+    title: str = ""
+    css: str = ""
+    sub: str = ""  # shown under the value (its interval)
+
+    @property
+    def value_attr(self) -> str:
+        return _attr(self.value)
+
+    @property
+    def lo_attr(self) -> str:
+        return _attr(self.lo)
+
+    @property
+    def hi_attr(self) -> str:
+        return _attr(self.hi)
+
+
+def _attr(value) -> str:
+    """A number as its exact JSON text (repr of a float), a string as it is, nothing for a missing value."""
+    if value is None or value == "":
+        return ""
+    return json.dumps(value) if isinstance(value, int | float) else str(value)
+
+
+def _number(value, digits: int, signed: bool = False) -> str:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return ""
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+
+
+def _interval(lo, hi, digits: int, signed: bool = False) -> str:
+    if not isinstance(lo, int | float) or not isinstance(hi, int | float):
+        return ""
+    return f"[{_number(lo, digits, signed)}, {_number(hi, digits, signed)}]"
+
+
+def _p(value) -> str:
+    """A p-value or variance to 3 significant digits (verdicts.p_text's form), nothing where summary.json has none."""
+    return f"{value:.3g}" if isinstance(value, int | float) else ""
+
+
+def plain_label(result: DomainResult, encoding: str) -> tuple[str, str]:
+    """(the verdict as a table cell says it, the whole label) for one encoding, in summary.md's words
+    (verdict_label) without its markdown."""
+    entry = result.entries.get(encoding)
+    if result.ref is None:
+        return "", ""
+    if encoding == result.ref:
+        rule = result.verdicts.ref_note.replace("`", "") if result.verdicts else ""
+        return "reference", f"the reference: {rule}" if rule else "the reference"
+    if entry is None or entry.verdict is None:
+        return "", ""
+    label = verdict_label(entry.verdict, family_of(result)).replace("**", "")
+    word = verdict_label(replace(entry.verdict, scope=""), family_of(result)).replace("**", "")  # without its scope
+    return word, label
+
+
+# ------------------------------------------------------------------------------------------- leaderboard
+
+
+def _seed_count(record: dict) -> int:
+    return len(record["seeds"]) if isinstance(record.get("seeds"), dict) else 0
+
+
+def leaderboard_rows(study: Study, summary: dict) -> list[dict]:
+    """One row per (domain, encoding), in the study's order: every number from summary.json's record."""
+    rows = []
+    for result in study.results:
+        domain = summary["domains"][result.domain]
+        digits, region = result.metric.digits, domain["equivalence_region"]
+        for encoding, record in domain["encodings"].items():
+            word, label = plain_label(result, encoding)
+            is_ref = encoding == domain["reference"]
+            verdict = record["verdict"] or ("reference" if is_ref else "")
+            rows.append(
+                {
+                    "domain": result.domain,
+                    "encoding": encoding,
+                    "cells": {
+                        "domain": Cell(result.domain, result.domain),
+                        "encoding": Cell(encoding + (" (ref)" if is_ref else ""), encoding),
+                        "score": Cell(
+                            _number(record["score"], digits),
+                            record["score"],
+                            record["within_lo"],
+                            record["within_hi"],
+                            title=f"{record['interval']} interval",
+                            sub=_interval(record["within_lo"], record["within_hi"], digits),
+                        ),
+                        "verdict": Cell(word, verdict, title=label, css=f"verdict {verdict}"),
+                        "delta": Cell(
+                            _number(record["delta"], digits, signed=True),
+                            record["delta"],
+                            record["delta_lo"],
+                            record["delta_hi"],
+                            title="95% t-interval over seeds, the test set fixed",
+                            sub=_interval(record["delta_lo"], record["delta_hi"], digits, signed=True),
+                        ),
+                        "region": Cell(f"±{region:g}", region),
+                        "p_holm": Cell(_p(record["seed_p_holm"]), record["seed_p_holm"]),
+                        "p_tost": Cell(_p(record["p_tost"]), record["p_tost"]),
+                        "p_better": Cell(_number(record["p_better"], 2), record["p_better"]),
+                        "seeds": Cell(str(record["seeds_used"]), _seed_count(record)),
+                        "rank": Cell(_number(record["rank"], 1).removesuffix(".0"), record["rank"]),
+                    },
+                }
+            )
+    return rows
+
+
+LEADERBOARD_COLUMNS = [
+    ("domain", "domain", ""),
+    ("encoding", "encoding", ""),
+    ("score", "score [95% within]", "the domain's metric over the encoding's own seeds, its within-example interval"),
+    ("verdict", "verdict", "the seed-aware verdict against the domain's reference (summary.md's words)"),
+    ("delta", "Δ vs ref [95% t]", "mean per-seed difference on the seeds both finished, its t-interval over seeds"),
+    ("region", "equiv.", "the region of practical equivalence TOST tests (±)"),
+    ("p_holm", "p (Holm)", "the difference test's p, Holm-adjusted within the verdict's family"),
+    ("p_tost", "p TOST", "two one-sided tests of |Δ| ≥ the region"),
+    ("p_better", "P(better)", "share of paired seeds where the encoding beats the reference"),
+    ("seeds", "seeds", "the encoding's own finished seeds (k/expected when fewer)"),
+    ("rank", "rank", "within the domain by the matched rule (Δ to the reference on matched seeds)"),
+]
+
+
+def mean_rank_rows(summary: dict) -> list[dict]:
+    rows = []
+    for encoding, record in summary["mean_rank"].items():
+        lo, hi = record["ci_over_seeds"]
+        rows.append(
+            {
+                "encoding": encoding,
+                "cells": {
+                    "encoding": Cell(encoding, encoding),
+                    "mean_rank": Cell(_number(record["mean"], 2), record["mean"]),
+                    "se": Cell(_number(record["se"], 2), record["se"]),
+                    "range": Cell(_interval(lo, hi, 2), lo, lo, hi),
+                    "p_rank_1": Cell(_number(record["p_rank_1"], 2), record["p_rank_1"]),
+                    "domains": Cell(str(record["domains"]), record["domains"]),
+                },
+            }
+        )
+    return sorted(rows, key=lambda row: (row["cells"]["mean_rank"].value, row["encoding"]))
+
+
+MEAN_RANK_COLUMNS = [
+    ("encoding", "encoding", ""),
+    ("mean_rank", "mean rank", "rank within each domain, mean over the domains (1 = best)"),
+    ("se", "SE", "standard error across domains"),
+    ("range", "2.5-97.5% over resampled seeds", "Bayesian bootstrap over each domain's seeds (descriptive)"),
+    ("p_rank_1", "P(rank 1)", "share of resamples where the encoding's mean rank is the best"),
+    ("domains", "domains", ""),
+]
+
+
+def looks_tables(study: Study, summary: dict) -> list[dict]:
+    """Per domain with a make-settle design: each look's seeds (and those it added) and alpha, and per baseline its
+    p (Holm) against that alpha, TOST p and word at each look; the look that decided it marked."""
+    tables = []
+    for result in study.results:
+        domain = summary["domains"][result.domain]
+        design = domain.get("verdict_design") or {}
+        if design.get("fixed_sample") or not design or not domain.get("looks"):
+            continue
+        for family, looks in (("the design's family", domain["looks"]), ("joined", domain.get("joined_looks", []))):
+            if not looks:
+                continue
+            seen: set[int] = set()
+            columns = []
+            for look in looks:
+                added = [seed for seed in look["seeds"] if seed not in seen]
+                seen |= set(look["seeds"])
+                columns.append(
+                    {
+                        "look": look["look"],
+                        "seeds": len(look["seeds"]),
+                        "added": ", ".join(map(str, added)),
+                        "alpha": look["alpha"],
+                        "calls_for": ", ".join(look["calls_for"]),
+                    }
+                )
+            baselines = list(dict.fromkeys(name for look in looks for name in look["pairs"]))
+            rows = []
+            for name in baselines:
+                record = domain["encodings"].get(name, {})
+                decided = record.get("verdict_look")
+                cells = []
+                for look in looks:
+                    pair = look["pairs"].get(name)
+                    if pair is None:
+                        earlier = isinstance(decided, int) and decided < look["look"]
+                        cells.append({"absent": f"decided at look {decided}" if earlier else "not in this look"})
+                        continue
+                    word = STOPPED_WORDS if pair["verdict"] == "stopped" else pair["verdict"]
+                    cells.append(
+                        {
+                            "p_holm": _p(pair["p_holm"]),
+                            "p_holm_value": _attr(pair["p_holm"]),
+                            "alpha": f"{look['alpha']:.4g}",
+                            "p_tost": _p(pair["p_tost"]),
+                            "seeds": pair["seeds"],
+                            "word": word,
+                            "verdict": pair["verdict"],
+                            "decided": decided == look["look"],
+                            "absent": "",
+                        }
+                    )
+                rows.append({"encoding": name, "cells": cells, "final": record.get("verdict", "")})
+            tables.append(
+                {"domain": result.domain, "family": family, "ref": domain["reference"], "looks": columns, "rows": rows}
+            )
+    return tables
