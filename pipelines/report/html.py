@@ -42,10 +42,10 @@ from pipelines.report.page_runs import RUN_DETAIL_LEVELS, run_records
 from pipelines.report.page_tables import (
     LEADERBOARD_COLUMNS,
     MEAN_RANK_COLUMNS,
-    _p,
     leaderboard_rows,
     looks_tables,
     mean_rank_rows,
+    p_cell,
 )
 from pipelines.runs.layout import is_derived
 
@@ -68,7 +68,7 @@ def variance_tables(study: Study, summary: dict) -> list[dict]:
             continue
         rows = (
             [
-                {"component": name, "variance": _p(value), "sd": _p(math.sqrt(max(value, 0.0)))}
+                {"component": name, "variance": p_cell(value), "sd": p_cell(math.sqrt(max(value, 0.0)))}
                 for name, value in components.items()
             ]
             if isinstance(components, dict)

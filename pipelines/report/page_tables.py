@@ -57,7 +57,7 @@ def _interval(lo, hi, digits: int, signed: bool = False) -> str:
     return f"[{_number(lo, digits, signed)}, {_number(hi, digits, signed)}]"
 
 
-def _p(value) -> str:
+def p_cell(value) -> str:
     """A p-value or variance to 3 significant digits (verdicts.p_text's form), nothing where summary.json has none."""
     return f"{value:.3g}" if isinstance(value, int | float) else ""
 
@@ -120,8 +120,8 @@ def leaderboard_rows(study: Study, summary: dict) -> list[dict]:
                             sub=_interval(record["delta_lo"], record["delta_hi"], digits, signed=True),
                         ),
                         "region": Cell(f"±{region:g}", region),
-                        "p_holm": Cell(_p(record["seed_p_holm"]), record["seed_p_holm"]),
-                        "p_tost": Cell(_p(record["p_tost"]), record["p_tost"]),
+                        "p_holm": Cell(p_cell(record["seed_p_holm"]), record["seed_p_holm"]),
+                        "p_tost": Cell(p_cell(record["p_tost"]), record["p_tost"]),
                         "p_better": Cell(_number(record["p_better"], 2), record["p_better"]),
                         "seeds": Cell(str(record["seeds_used"]), _seed_count(record)),
                         "rank": Cell(_number(record["rank"], 1).removesuffix(".0"), record["rank"]),
@@ -217,10 +217,10 @@ def looks_tables(study: Study, summary: dict) -> list[dict]:
                     word = STOPPED_WORDS if pair["verdict"] == "stopped" else pair["verdict"]
                     cells.append(
                         {
-                            "p_holm": _p(pair["p_holm"]),
+                            "p_holm": p_cell(pair["p_holm"]),
                             "p_holm_value": _attr(pair["p_holm"]),
                             "alpha": f"{look['alpha']:.4g}",
-                            "p_tost": _p(pair["p_tost"]),
+                            "p_tost": p_cell(pair["p_tost"]),
                             "seeds": pair["seeds"],
                             "word": word,
                             "verdict": pair["verdict"],

@@ -33,13 +33,13 @@ from pipelines.runs.published_format import (
     TOLERANCE,
     PublishedStudy,
     StudyError,
-    _csv_text,
-    _metric_rows,
     check_tolerance,
+    csv_text,
     example_file,
+    metric_rows,
     sha256,
 )
-from pipelines.runs.published_read import _collector_paused, parse_study
+from pipelines.runs.published_read import collector_paused, parse_study
 from pipelines.runs.settings import fixed_properties, without
 
 
@@ -82,10 +82,10 @@ def collect_study(runs_root: Path, domains: list[str], tolerance: float = TOLERA
                 "done": without(read_run_json(run, run.path / DONE), ("published", "published_run")),
             }
             examples.setdefault(run.key.encoding, []).extend(
-                [run.label, split, *row] for split, row_list in _metric_rows(run, "per_example") for row in row_list
+                [run.label, split, *row] for split, row_list in metric_rows(run, "per_example") for row in row_list
             )
             positions.setdefault(run.key.encoding, []).extend(
-                [run.label, split, *row] for split, row_list in _metric_rows(run, "per_position") for row in row_list
+                [run.label, split, *row] for split, row_list in metric_rows(run, "per_position") for row in row_list
             )
             if not run.derived:
                 group = run.key.group_label
@@ -101,9 +101,9 @@ def collect_study(runs_root: Path, domains: list[str], tolerance: float = TOLERA
             settles[f"{SETTLE_DIR}/{domain}.json"] = settle.read_bytes()
     files = {
         RUNS: _gzip_bytes(json.dumps(records, sort_keys=True, indent=1)),
-        **{example_file(name): _gzip_bytes(_csv_text(EXAMPLE_HEADER, rows)) for name, rows in examples.items()},
+        **{example_file(name): _gzip_bytes(csv_text(EXAMPLE_HEADER, rows)) for name, rows in examples.items()},
         **{
-            f"{PER_POSITION}/{name}.csv.gz": _gzip_bytes(_csv_text(POSITION_HEADER, rows))
+            f"{PER_POSITION}/{name}.csv.gz": _gzip_bytes(csv_text(POSITION_HEADER, rows))
             for name, rows in positions.items()
         },
         **settles,
@@ -147,7 +147,7 @@ def read_back(export: StudyExport, out: Path) -> PublishedStudy:
     """The study as read_study will read it once written into `out`, with every check; StudyError saying nothing is
     written otherwise."""
     try:
-        with _collector_paused():
+        with collector_paused():
             return parse_study(Path(out), export.study, export.files.__getitem__)
     except StudyError as error:
         raise StudyError(f"nothing written to {out}: the study would not read back: {error}") from None

@@ -61,16 +61,16 @@ STREAM = (
 )
 EXAMPLE_HEADER = ["run", "split", "example", "nll", "tokens", "correct", "exact"]
 POSITION_HEADER = ["run", "split", "position", "nll_sum", "tokens"]
-_POSITION_FILE = re.compile(rf"{PER_POSITION}/([^/]+)\.csv\.gz")
-_EXAMPLE_FILE = re.compile(rf"{PER_EXAMPLE}/([^/]+)\.csv\.gz")
-_SETTLE_FILE = re.compile(rf"{SETTLE_DIR}/([^/]+)\.json")
+POSITION_FILE_PATTERN = re.compile(rf"{PER_POSITION}/([^/]+)\.csv\.gz")
+EXAMPLE_FILE_PATTERN = re.compile(rf"{PER_EXAMPLE}/([^/]+)\.csv\.gz")
+SETTLE_FILE_PATTERN = re.compile(rf"{SETTLE_DIR}/([^/]+)\.json")
 
 
 class StudyError(ValueError):
     """A published study is damaged, or a local run cannot join it; the message names the file or the run."""
 
 
-def _csv_text(header: list[str], rows: list[list]) -> str:
+def csv_text(header: list[str], rows: list[list]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(header)
@@ -90,7 +90,7 @@ def check_tolerance(tolerance: Any, where: str) -> float:
     return float(tolerance)
 
 
-def _metric_rows(run: RunFolder, pattern: str) -> list[tuple[str, list[list[str]]]]:
+def metric_rows(run: RunFolder, pattern: str) -> list[tuple[str, list[list[str]]]]:
     """(split, rows without the header) of the run's metrics files of one kind."""
     out = []
     for path in sorted((run.path / METRICS).glob(f"*.{pattern}.csv")):

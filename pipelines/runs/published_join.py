@@ -33,9 +33,9 @@ from pipelines.runs.published_format import (
     STUDY,
     PublishedStudy,
     StudyError,
-    _csv_text,
-    _metric_rows,
+    csv_text,
     examples_name,
+    metric_rows,
 )
 from pipelines.runs.settings import differences, fixed_properties
 
@@ -49,9 +49,9 @@ def materialize(published: PublishedStudy, label: str, runs_root: Path) -> Path:
     write_json(folder / MANIFEST, record["manifest"])
     write_json(summary_path(folder), record["summary"])
     for split, rows in published.examples.get(label, {}).items():
-        write_text(per_example_path(folder, split), _csv_text(EXAMPLE_HEADER[2:], rows))
+        write_text(per_example_path(folder, split), csv_text(EXAMPLE_HEADER[2:], rows))
     for split, rows in published.positions.get(label, {}).items():
-        write_text(per_position_path(folder, split), _csv_text(POSITION_HEADER[2:], rows))
+        write_text(per_position_path(folder, split), csv_text(POSITION_HEADER[2:], rows))
     write_json(folder / DONE, {**record["done"], "published": str(published.folder), "published_run": label})
     return folder
 
@@ -96,7 +96,7 @@ def worst_difference(
 def local_metrics(run: RunFolder) -> dict[str, dict[int, float]]:
     """{split: {example: nll}} of a local run's per-example files."""
     out = {}
-    for split, rows in _metric_rows(run, "per_example"):
+    for split, rows in metric_rows(run, "per_example"):
         out[split] = {int(row[0]): float(row[1]) for row in rows}
     return out
 

@@ -29,19 +29,19 @@ from typing import Any
 import numpy as np
 
 from pipelines.runs.published_format import (
-    _EXAMPLE_FILE,
-    _POSITION_FILE,
-    _SETTLE_FILE,
+    EXAMPLE_FILE_PATTERN,
     EXAMPLE_HEADER,
     FILES,
     FORMAT,
     MAX_NLL,
     PER_EXAMPLE_FILE,
     PER_POSITION,
+    POSITION_FILE_PATTERN,
     POSITION_HEADER,
     READABLE_FORMATS,
     RUNS,
     SETTLE_DIR,
+    SETTLE_FILE_PATTERN,
     STUDY,
     SUMMARY_TOLERANCE,
     TOLERANCE,
@@ -69,12 +69,12 @@ def read_study(folder: Path) -> PublishedStudy:
     def read(name: str) -> bytes:
         return (folder / name).read_bytes()
 
-    with _collector_paused():
+    with collector_paused():
         return parse_study(folder, study, read)
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector paused: reading a study builds a million small lists and tuples (its rows),
     none in a cycle, and collections among them while they are built would double the time it takes."""
     was_enabled = gc.isenabled()
@@ -153,11 +153,11 @@ def parse_study(folder: Path, study: Any, read: Callable[[str], bytes]) -> Publi
     for name in listed:
         if name == PER_EXAMPLE_FILE:
             examples.update(_rows(folder, name, load(name), records, "per_example", None))
-        elif match := _EXAMPLE_FILE.fullmatch(name):
+        elif match := EXAMPLE_FILE_PATTERN.fullmatch(name):
             examples.update(_rows(folder, name, load(name), records, "per_example", match[1]))
-        elif match := _POSITION_FILE.fullmatch(name):
+        elif match := POSITION_FILE_PATTERN.fullmatch(name):
             positions.update(_rows(folder, name, load(name), records, "per_position", match[1]))
-        elif match := _SETTLE_FILE.fullmatch(name):
+        elif match := SETTLE_FILE_PATTERN.fullmatch(name):
             settles[match[1]] = _settle_text(folder / name, load(name))
     published = PublishedStudy(folder, study, records, examples, positions, settles)
     _check_summaries(published)
@@ -175,10 +175,10 @@ def _listed_files(folder: Path, study: dict, legacy: bool) -> dict[str, str | No
     ):
         raise StudyError(f"{where}: `{FILES}` must map each file of the study to its sha256")
     # format 2: the per-example rows in one file; format 3: one per encoding
-    examples_file = _EXAMPLE_FILE.fullmatch if study["format"] == FORMAT else {PER_EXAMPLE_FILE}.__contains__
+    examples_file = EXAMPLE_FILE_PATTERN.fullmatch if study["format"] == FORMAT else {PER_EXAMPLE_FILE}.__contains__
     for name in files:
-        settle = _SETTLE_FILE.fullmatch(name)
-        if name == RUNS or examples_file(name) or _POSITION_FILE.fullmatch(name):
+        settle = SETTLE_FILE_PATTERN.fullmatch(name)
+        if name == RUNS or examples_file(name) or POSITION_FILE_PATTERN.fullmatch(name):
             continue
         if settle and settle[1] in study["domains"]:
             continue
