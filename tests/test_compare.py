@@ -324,3 +324,21 @@ def test_runs_at_other_commits_are_reported_not_refused(tmp_path):
     path.write_text(json.dumps(manifest))
     text = compare(tmp_path / "runs", "jsb", tmp_path / "out").read_text()
     assert "the runs were trained at 2 commits: `000000000000` (1 runs); `111111111111+dirty` (1 runs)" in text
+
+
+def test_the_per_example_column_averages_only_the_seeds_both_finished_even_when_they_share_one(tmp_path):
+    """Paper 000 C.2's column pairs examples, not seeds: a baseline with seed 0 alone is tested against the
+    reference's seed 0, not against the reference averaged over seeds the baseline never ran (scipy's paired test on
+    the hand-built seed-0 values)."""
+    base = np.array([1.0, 1.2, 0.9, 1.1, 1.3, 1.05])
+    lm_domain(tmp_path / "runs", "jsb", {"rope10k": base}, seeds=(0, 1), seed_step=0.2)
+    lm_domain(tmp_path / "runs", "jsb", {"nope": base + np.array([0.1, 0.3, 0.0, 0.2, 0.1, 0.25])}, seeds=(0,))
+    out = tmp_path / "results" / "jsb"
+    compare(tmp_path / "runs", "jsb", out, ref="rope10k")
+    nope = {row["encoding"]: row for row in read_csv(out / "summary.csv")}["nope"]
+    ref0 = base - 0.2  # the reference's seed 0 (seed k scores base + 0.2 (k - 1))
+    nope0 = base + np.array([0.1, 0.3, 0.0, 0.2, 0.1, 0.25]) - 0.01
+    expected = sps.ttest_rel(nope0, ref0)
+    assert float(nope["paper_mean_diff"]) == pytest.approx(np.mean(nope0 - ref0), rel=1e-12)
+    assert float(nope["paper_p"]) == pytest.approx(expected.pvalue, rel=1e-9)
+    assert float(nope["paper_mean_diff"]) != pytest.approx(np.mean(nope0 - (base - 0.1)))  # not both seeds' mean

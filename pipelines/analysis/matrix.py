@@ -73,6 +73,12 @@ class Evidence:
         columns = [self.seeds.index(s) for s in self.seeds_of(encoding, within)]
         return row[columns].mean(axis=0)
 
+    def paired_examples(self, encoding: str, ref: str) -> tuple[np.ndarray, np.ndarray]:
+        """Paper 000 C.2's input: each example of `encoding` and of `ref` averaged over the seeds both finished. One
+        shared seed is enough (the test pairs examples, not seeds); each one's own seeds only where they share none."""
+        within = tuple(self.common_seeds((encoding, ref))) or None
+        return self.seed_averaged(encoding, within), self.seed_averaged(ref, within)
+
     def common_seeds(self, encodings: tuple[str, ...] | None = None) -> list[int]:
         """The seeds every one of `encodings` (all by default) finished."""
         names = encodings or self.encodings

@@ -59,15 +59,9 @@ def analyse_per_example(domain: str, runs: list[RunFolder], ref: str | None, des
 
 def matched_paper_tests(evidence: Evidence, ref: str) -> dict[str, PairedResult]:
     """Paper 000 C.2's per-example test of every baseline against `ref`, each pair's examples averaged over the
-    seeds both finished (all of each one's seeds when they share fewer than 2: then the seeds cannot pair),
-    Holm over the baselines."""
-    pairs = {}
-    for name in evidence.encodings:
-        if name == ref:
-            continue
-        common = tuple(evidence.common_seeds((name, ref)))
-        within = common if len(common) >= 2 else None
-        pairs[name] = (evidence.seed_averaged(name, within), evidence.seed_averaged(ref, within))
+    seeds both finished (one shared seed is enough: the test pairs examples, not seeds; all of each one's seeds
+    only when they share none), Holm over the baselines."""
+    pairs = {name: evidence.paired_examples(name, ref) for name in evidence.encodings if name != ref}
     return {test.baseline: test for test in matched_paired_tests(pairs, ref)}
 
 

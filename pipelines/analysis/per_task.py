@@ -101,18 +101,12 @@ def instance_tests(
     domain: str, evidence: Evidence, runs: list[RunFolder], chance: dict[str, float], ref: str
 ) -> dict[str, PairedResult]:
     """Paper 000 C.2's per-example test of every baseline against `ref` over the test instances of every task, each
-    pair's instances averaged over the seeds both finished on every task (each one's own when they share fewer than
-    2), Holm over the baselines."""
+    pair's instances averaged over the seeds both finished on every task (Evidence.paired_examples), Holm over the
+    baselines."""
     kept = {name: set(evidence.seeds_of(name)) for name in evidence.encodings}
     scored = [r for r in runs if not r.derived and r.seed in kept.get(r.encoding, ())]
     instances = per_instance_evidence(domain, evidence.metric, scored, chance)
-    pairs = {}
-    for name in instances.encodings:
-        if name == ref:
-            continue
-        common = tuple(instances.common_seeds((name, ref)))
-        within = common if len(common) >= 2 else None
-        pairs[name] = (instances.seed_averaged(name, within), instances.seed_averaged(ref, within))
+    pairs = {name: instances.paired_examples(name, ref) for name in instances.encodings if name != ref}
     return {test.baseline: test for test in matched_paired_tests(pairs, ref)}
 
 

@@ -172,13 +172,16 @@ def paired_tests_note(result: DomainResult) -> str:
     if not tests:
         return ""
     if result.tasks is None:
-        what = f"d_i = NLL_i(b) - NLL_i({ref}) of the examples averaged over the seeds both finished"
+        what = (
+            f"d_i = NLL_i(b) - NLL_i({ref}) of the examples averaged over the seeds both finished (one shared seed "
+            "is enough; each one's own seeds only where they share none)"
+        )
     else:
         what = (
             f"d_i = acc_i(b) - acc_i({ref}) over the {tests[0].n} test instances of the "
             f"{len(result.tasks.chance)} tasks, each instance's chance-normalised token accuracy averaged over the "
-            "seeds both finished (the paper's test applied to the task instances; the paper reports none on its "
-            "synthetic tasks)"
+            "seeds both finished (each one's own where they share none; the paper's test applied to the task "
+            "instances; the paper reports none on its synthetic tasks)"
         )
     return (
         f"Last column, {PAPER_COLUMN}: paired two-sided t-tests against `{ref}` on {what}, Holm-corrected over the "
