@@ -49,11 +49,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from domains.atomic import write_json
+from pipelines.analysis.design import DEFAULT_LOOKS, DEFAULT_REF, SETTLE_FILE, Design, read_design
 from pipelines.analysis.domain import analyse_domain
 from pipelines.analysis.evidence import EvidenceError, preset_of, require_finished
 from pipelines.analysis.matrix import per_example_evidence, per_task_evidence
 from pipelines.analysis.results import DomainResult
-from pipelines.analysis.sequential import DEFAULT_LOOKS, DEFAULT_REF, SETTLE_FILE, Design, read_design
 from pipelines.experiment.config import config_options, datamodule_class, domain_names, roster
 from pipelines.launch.jobs import ELSEWHERE, Job, check_joinable, plan
 from pipelines.launch.local import log_started, run_local, visible_gpus

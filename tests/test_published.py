@@ -362,7 +362,7 @@ def test_publish_refuses_to_replace_a_study_it_would_shrink_or_change_and_says_w
 
 def test_a_publish_that_fails_part_way_leaves_the_study_as_it_was(tmp_path, capsys):
     """A publish whose second domain is refused has written nothing: not the first domain's settle record."""
-    from pipelines.analysis.sequential import Design
+    from pipelines.analysis.design import Design
 
     lm_domain(tmp_path / "published_runs", "jsb", {"darope": X, "nope": X + 0.3})
     design = {"design": Design.grow([0, 1, 2], 10, ref="darope").to_json()}

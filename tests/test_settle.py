@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pipelines import settle as settle_module
-from pipelines.analysis.sequential import Design
+from pipelines.analysis.design import Design
 from pipelines.compare import main as compare_main
 from pipelines.publish import main as publish_main
 from pipelines.runs.published_export import export_study

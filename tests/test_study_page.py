@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipelines.analysis.sequential import SETTLE_FILE, Design
+from pipelines.analysis.design import SETTLE_FILE, Design
 from pipelines.publish import main as publish_main
 from pipelines.report import html as study_html
 from pipelines.report import page_runs

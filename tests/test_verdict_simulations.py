@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 
 from domains.base import Metric
+from pipelines.analysis.design import Design
 from pipelines.analysis.matrix import Evidence
-from pipelines.analysis.sequential import Comparator, Design, decide, primary_family
+from pipelines.analysis.sequential import Comparator, decide, primary_family
 
 NLL = Metric("test NLL", "NLL", "nats", higher_is_better=False, digits=4)  # region of practical equivalence 0.005
 REGION = NLL.equivalence

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipelines.analysis.design import Design, read_design
 from pipelines.analysis.evidence import check_comparable, require_finished
 from pipelines.analysis.per_example import analyse_per_example
 from pipelines.analysis.per_task import analyse_per_task
 from pipelines.analysis.results import DomainResult
-from pipelines.analysis.sequential import Design, read_design
 from pipelines.runs.layout import RunFolder, discover_runs, has_tasks
 
 

@@ -27,8 +27,8 @@ from pipelines.runs.metrics import read_run_json, run_file_error
 from pipelines.runs.settings import effective_batch, fixed_properties
 
 if TYPE_CHECKING:
+    from pipelines.analysis.design import Design
     from pipelines.analysis.matrix import Evidence
-    from pipelines.analysis.sequential import Design
 
 
 class EvidenceError(ValueError):

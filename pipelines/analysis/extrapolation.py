@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from pipelines.analysis.curves import Curve
-from pipelines.analysis.sequential import ALPHA, decide
+from pipelines.analysis.design import ALPHA
+from pipelines.analysis.sequential import decide
 from pipelines.analysis.verdict import PairVerdict, compare_pair
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from domains.base import Metric
 from pipelines.analysis.curves import load_extrapolation
+from pipelines.analysis.design import Design
 from pipelines.analysis.evidence import commits, finished_by, missing_runs, preset_of, seed_selection
 from pipelines.analysis.extrapolation import past_length_verdicts
 from pipelines.analysis.matrix import (
@@ -35,7 +36,7 @@ from pipelines.analysis.results import (
     TaskTable,
     entries_with_intervals,
 )
-from pipelines.analysis.sequential import Design, matched_scores, seed_verdicts
+from pipelines.analysis.sequential import matched_scores, seed_verdicts
 from pipelines.analysis.stats import PairedResult, chance_normalised, matched_paired_tests, ranks
 from pipelines.experiment.config import datamodule_class
 from pipelines.runs.layout import RunFolder, is_derived

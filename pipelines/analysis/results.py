@@ -105,7 +105,7 @@ class DomainResult:
     # finished; never means over unequal seed sets
     matched: dict[str, float] = field(default_factory=dict)
     # (group, split) -> each encoding's seed-paired verdict against the reference on its NLL past the training length
-    # (pipelines.analysis.sequential.past_length_verdicts)
+    # (pipelines.analysis.extrapolation.past_length_verdicts)
     past_verdicts: dict[tuple[str, str], list[PairVerdict]] = field(default_factory=dict)
     commits: dict[str, list[str]] = field(default_factory=dict)  # code commit -> the finished runs trained at it
 

@@ -17,12 +17,13 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as sps
 
+from pipelines.analysis.design import DEFAULT_REF, read_design
 from pipelines.analysis.domain import analyse_domain
 from pipelines.analysis.evidence import missing_runs
 from pipelines.analysis.matrix import Evidence
 from pipelines.analysis.recency import StudyRecency, study_recency
 from pipelines.analysis.results import DomainResult
-from pipelines.analysis.sequential import DEFAULT_REF, Comparator, read_design
+from pipelines.analysis.sequential import Comparator
 from pipelines.analysis.stats import FriedmanResult, cd_groups, friedman, summarise_ranks
 from pipelines.analysis.verdict import BOOTSTRAP_SEED
 from pipelines.experiment.config import domain_names
