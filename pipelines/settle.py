@@ -5,7 +5,7 @@
                                [--plan | --record] [overrides ...]
 
 It reads the runs the domain's folder already holds (the study's first seeds, every encoding), fixes the design
-before its first look (pipelines.analysis.sequential: looks at n_1 < ... < n_K seeds, alpha spent alpha / K per look,
+before its first look (pipelines.analysis.design: looks at n_1 < ... < n_K seeds, alpha spent alpha / K per look,
 the reference: --ref, else the SPEC's default rope10k, never chosen from the scores) and writes it to
 <runs>/<domain>/settle.json. Then, look by look, it trains the next seeds of the encodings whose verdict against the
 reference is inconclusive with |Δ| outside the region of practical equivalence (and of the reference) through the
