@@ -494,7 +494,7 @@ def test_reproduce_retrains_a_published_run_and_its_yarn_evaluation_and_names_a_
 
 
 def test_the_published_jsb_study_reads_back_and_todays_cpu_preset_still_joins_it():
-    """docs/results/jsb-cpu: every run's evidence is there (the full roster and roster 3), the YaRN runs beside
+    """docs/results/jsb-cpu: every run's evidence is there (the full roster, rosters 2 and 3), the YaRN runs beside
     their rope runs, and a run composed today at the study's preset holds fixed what the study does (else a new
     encoding could no longer join it)."""
     from omegaconf import OmegaConf
@@ -506,7 +506,8 @@ def test_the_published_jsb_study_reads_back_and_todays_cpu_preset_still_joins_it
     labels = study.study["domains"]["jsb"]
     trained = [label.split("/")[1:] for label in labels if "+yarn" not in label]
     yarn = sorted(label.replace("+yarn", "") for label in labels if "+yarn" in label)
-    studied = set(roster("full")) | set(roster("patterns"))  # roster 3 joined the study at 3 seeds
+    roster_2 = {"t5_bias", "kerple", "fire", "xpos", "fox"}  # SPEC 1b, the anchors without randomized positions
+    studied = set(roster("full")) | roster_2 | set(roster("patterns"))  # rosters 2 and 3 joined at 3 seeds
     assert {pe for pe, _ in trained} == studied
     assert all([pe, f"seed{s}"] in trained for pe in studied for s in (0, 1, 2))  # every encoding's study
     assert yarn == sorted(f"jsb/{pe}/{seed}" for pe, seed in trained if pe.startswith("rope") and "_" not in pe)
