@@ -577,22 +577,27 @@ def test_the_published_study_across_domains_is_its_domains_studies_and_its_mean_
 
 
 def test_the_published_maestro_study_scores_the_whole_protocol_test_split_and_todays_cpu_preset_still_joins_it():
-    """docs/results/maestro-cpu (growing across sessions: `make train WITH=` it): every run scored the whole test
-    split of the paper's protocol (64 performances in 729 chunks) and the 2x and 4x windows over them (591, 280), the
-    YaRN runs beside their rope runs, every file under 2 MB, and a run composed today at the preset still joins it."""
+    """docs/results/maestro-cpu: the full roster and roster 2 at seeds 0-2 (issue 32), every run scored on the whole
+    test split of the paper's protocol (64 performances in 729 chunks) and the 2x and 4x windows over them (591, 280),
+    the YaRN runs beside their rope runs, make settle's design fixed over every baseline against rope10k, every file
+    under 2 MB, and a run composed today at the preset still joins it."""
     from omegaconf import OmegaConf
 
-    from pipelines.experiment.config import config_options
     from pipelines.runs.settings import fixed_properties
     from tests.sample_fixtures import REPO
 
     folder = REPO / "docs" / "results" / "maestro-cpu"
     study = read_study(folder)
     labels = study.study["domains"]["maestro"]
-    trained = [label for label in labels if "+yarn" not in label]
-    assert trained and {label.split("/")[1] for label in trained} <= set(config_options("pe"))
+    trained = [label.split("/")[1:] for label in labels if "+yarn" not in label]
+    studied = set(roster("full")) | {"t5_bias", "kerple", "fire", "xpos", "fox"}  # SPEC 1b's anchors but randomized
+    assert {pe for pe, _ in trained} == studied
+    assert all([pe, f"seed{s}"] in trained for pe in studied for s in (0, 1, 2))
+    design = json.loads((folder / "settle" / "maestro.json").read_text())["design"]
+    assert design["ref"] == "rope10k" and set(design["encodings"]) == studied - {"rope10k"}
+    labels_trained = ["/".join(["maestro", *pair]) for pair in trained]
     yarn = sorted(label.replace("+yarn", "") for label in labels if "+yarn" in label)
-    assert yarn == sorted(label for label in trained if label.split("/")[1] in ("rope10k", "rope500k"))
+    assert yarn == sorted(label for label in labels_trained if label.split("/")[1] in ("rope10k", "rope500k"))
     for label in labels:
         sizes = [len(study.nll(label, split)) for split in ("test", "test_2x", "test_4x")]
         assert sizes == [729, 591, 280] or ("+yarn" in label and sizes == [0, 591, 280]), (label, sizes)
