@@ -33,6 +33,8 @@ from tests.sample_fixtures import SAMPLES
 X = np.array([0.2, 1.4, 0.6, 2.5, 1.0, 0.8])
 NOPE_EXAMPLES = example_file("nope")  # per_example/nope.csv.gz: the per-example rows of nope's runs
 
+ROSTER_2 = {"t5_bias", "kerple", "fire", "xpos", "fox"}  # SPEC 1b, the anchors without randomized positions
+
 
 def published(tmp_path):
     """A study of darope and nope at seeds 0-2, exported into tmp_path/study."""
@@ -506,8 +508,7 @@ def test_the_published_jsb_study_reads_back_and_todays_cpu_preset_still_joins_it
     labels = study.study["domains"]["jsb"]
     trained = [label.split("/")[1:] for label in labels if "+yarn" not in label]
     yarn = sorted(label.replace("+yarn", "") for label in labels if "+yarn" in label)
-    roster_2 = {"t5_bias", "kerple", "fire", "xpos", "fox"}  # SPEC 1b, the anchors without randomized positions
-    studied = set(roster("full")) | roster_2 | set(roster("patterns"))  # rosters 2 and 3 joined at 3 seeds
+    studied = set(roster("full")) | ROSTER_2 | set(roster("patterns"))  # rosters 2 and 3 joined at 3 seeds
     assert {pe for pe, _ in trained} == studied
     assert all([pe, f"seed{s}"] in trained for pe in studied for s in (0, 1, 2))  # every encoding's study
     assert yarn == sorted(f"jsb/{pe}/{seed}" for pe, seed in trained if pe.startswith("rope") and "_" not in pe)
@@ -589,15 +590,14 @@ def test_the_published_maestro_study_scores_the_whole_protocol_test_split_and_to
     folder = REPO / "docs" / "results" / "maestro-cpu"
     study = read_study(folder)
     labels = study.study["domains"]["maestro"]
-    trained = [label.split("/")[1:] for label in labels if "+yarn" not in label]
-    studied = set(roster("full")) | {"t5_bias", "kerple", "fire", "xpos", "fox"}  # SPEC 1b's anchors but randomized
-    assert {pe for pe, _ in trained} == studied
-    assert all([pe, f"seed{s}"] in trained for pe in studied for s in (0, 1, 2))
+    trained = [label for label in labels if "+yarn" not in label]
+    studied = set(roster("full")) | ROSTER_2
+    assert {label.split("/")[1] for label in trained} == studied
+    assert all(f"maestro/{pe}/seed{s}" in trained for pe in studied for s in (0, 1, 2))
     design = json.loads((folder / "settle" / "maestro.json").read_text())["design"]
     assert design["ref"] == "rope10k" and set(design["encodings"]) == studied - {"rope10k"}
-    labels_trained = ["/".join(["maestro", *pair]) for pair in trained]
     yarn = sorted(label.replace("+yarn", "") for label in labels if "+yarn" in label)
-    assert yarn == sorted(label for label in labels_trained if label.split("/")[1] in ("rope10k", "rope500k"))
+    assert yarn == sorted(label for label in trained if label.split("/")[1] in ("rope10k", "rope500k"))
     for label in labels:
         sizes = [len(study.nll(label, split)) for split in ("test", "test_2x", "test_4x")]
         assert sizes == [729, 591, 280] or ("+yarn" in label and sizes == [0, 591, 280]), (label, sizes)
