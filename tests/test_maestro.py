@@ -507,7 +507,8 @@ def zip_mirror_of_the_sample(sample_data, tmp_path, monkeypatch):
     """(the zip, the data root): a mirror holding the sample's performances as the official zip, and a data root
     with the sample's token cache, both in the environment."""
     lines = SAMPLE_CSV.read_text(encoding="utf-8").splitlines(keepends=True)
-    kept = [lines[0]] + [line for line in lines[1:] if any(name in line for name in sample_names())]
+    names = sample_names()  # once: it reads the CSV and looks for each of its 1,276 files
+    kept = [lines[0]] + [line for line in lines[1:] if any(name in line for name in names)]
     archive = sample_zip(tmp_path / "mirror" / "maestro" / ZIP_NAME, "".join(kept))
     data = tmp_path / "data"
     shutil.copytree(sample_data / "raw" / "maestro" / "token_cache", data / "raw" / "maestro" / "token_cache")
