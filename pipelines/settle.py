@@ -2,7 +2,7 @@
 
     python -m pipelines.settle --domain jsb [--roster full | --encodings a b ...] [--ref NAME] [--max-seeds 10]
                                [--looks 4] [--runs runs] [--with docs/results/<study> ...] [--jobs N]
-                               [--plan | --record] [overrides ...]
+                               [--seeds 10 11 12] [--plan | --record] [overrides ...]
 
 It reads the runs the domain's folder already holds (the study's first seeds, every encoding), fixes the design
 before its first look (pipelines.analysis.design: looks at n_1 < ... < n_K seeds, alpha spent alpha / K per look,
@@ -26,6 +26,10 @@ command that fixed a design, run again, continues it (its looks compared as the 
 same first seeds, so a design whose looks collapsed, --max-seeds 3 over 3 seeds, continues too); another maximum,
 number of looks or reference is refused by name. A look whose runs another process is training (their run locks)
 waits WAIT_SECONDS before it looks again.
+
+--seeds fixes a design before any of its runs exist (a confirmatory study on seeds no earlier run used): its first
+look on the seeds given, its family the encodings chosen (--encodings or --roster), the reference --ref or the
+default; settle.json is written before anything trains, then the first look is trained and the design continued.
 
 --plan prints the current verdicts, the design and the runs the next look needs with their estimated cost (the
 median wall time of the encoding's finished runs: from the start of the process that finished a run, its log's
@@ -124,6 +128,56 @@ def initial_design(
     # the design's own family, recorded: an encoding that joins the study later gets a family of its own
     settled = tuple(sorted(set(encodings or evidence.encodings) - {chosen}))
     return Design.grow(first, max_seeds, looks, ref=chosen, encodings=settled, ref_rule=rule)
+
+
+def design_in_advance(args: argparse.Namespace, selection: list[str] | None) -> Design:
+    """The design `--seeds` fixes before any run of it exists (a confirmatory study): its first look's seeds those
+    given, its family the chosen encodings, the reference --ref or the SPEC's default; no score is read."""
+    if not selection:
+        raise EvidenceError(
+            f"{args.domain}: --seeds fixes a design before any of its runs exist; name its encodings (--encodings or "
+            "--roster)"
+        )
+    chosen, rule = (args.ref, "given") if args.ref else (DEFAULT_REF, "default")
+    settled = tuple(sorted(set(selection) - {chosen}))
+    try:
+        return Design.grow(list(args.seeds), args.max_seeds, args.looks, ref=chosen, encodings=settled, ref_rule=rule)
+    except ValueError as error:
+        raise EvidenceError(f"{args.domain}: --seeds {' '.join(map(str, args.seeds))}: {error}") from None
+
+
+def fix_in_advance(args: argparse.Namespace, selection: list[str] | None, overrides: list[str]) -> int:
+    """`--seeds`: write the design into <runs>/<domain>/settle.json before any of its runs exist, with the first
+    look's runs as the next ones; then (unless --record) train them and continue the design as make settle does."""
+    design = design_in_advance(args, selection)
+    first = design.look_seeds(0)
+    next_runs = [(name, seed) for seed in first for name in (design.ref, *design.encodings)]  # whole seeds first
+    if args.plan:
+        print(f"plan: the design's first look needs {len(next_runs)} runs (seeds {', '.join(map(str, first))})")
+        return 0
+    write_json(
+        args.runs / args.domain / SETTLE_FILE,
+        {"design": design.to_json(), "looks": [], "next_runs": [f"{name}/seed{seed}" for name, seed in next_runs]},
+    )
+    print(
+        f"{args.domain}: design fixed before any of its runs: looks at {', '.join(map(str, design.looks))} seeds "
+        f"(seeds {', '.join(map(str, design.seeds))}), reference {design.ref}, {len(design.encodings)} baselines; "
+        f"the first look needs {len(next_runs)} runs",
+        flush=True,
+    )
+    if args.record:
+        return 0
+    preset = args.preset or "cpu"
+    jobs = [
+        job for name, seed in next_runs for job in plan(args.domain, [name], [seed], preset, args.runs, None, overrides)
+    ]
+    failed = run_local([job for job in jobs if not job.folder.joinpath(DONE).exists()], workers=args.jobs or 1)
+    if failed:
+        for job in failed:
+            print(f"failed run: {job.label}: {job.error}", file=sys.stderr)
+        return 1
+    args.seeds = None
+    return settle(args, overrides)
 
 
 def wall_seconds(run: RunFolder) -> float | None:
@@ -232,6 +286,16 @@ def record(domain_folder: Path, result: DomainResult) -> None:
 
 
 def settle(args: argparse.Namespace, overrides: list[str]) -> int:
+    selection = args.encodings or (roster(args.roster) if args.roster else None)
+    if args.seeds:
+        existing = read_design(args.runs / args.domain)
+        if existing is None:
+            return fix_in_advance(args, selection, overrides)
+        if tuple(existing.look_seeds(0)) != tuple(args.seeds):
+            raise EvidenceError(
+                f"{args.runs / args.domain / SETTLE_FILE}: the design's first look is seeds "
+                f"{', '.join(map(str, existing.look_seeds(0)))}, not --seeds {' '.join(map(str, args.seeds))}"
+            )
     studies = read_studies(args.with_studies)  # read once: they do not change
     with joined_scratch("posbench-settle-") as scratch:
         return settle_looks(args, studies, overrides, scratch)
@@ -366,6 +430,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ref", help=f"the reference, fixed before the first look (default: {DEFAULT_REF})")
     parser.add_argument("--max-seeds", type=int, default=DEFAULT_MAX_SEEDS, help="seeds per encoding at most")
     parser.add_argument("--looks", type=int, default=DEFAULT_LOOKS, help="looks of the design, the first included")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        help="fix the design before any of its runs exist: its first look on these seeds (a confirmatory study)",
+    )
     parser.add_argument("--preset", choices=config_options("preset"), help="default: the runs' preset")
     parser.add_argument("--runs", type=Path, default=Path("runs"))
     add_with_option(parser, "published studies whose runs join the local ones; the new runs train locally")
