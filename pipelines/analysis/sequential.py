@@ -21,11 +21,14 @@ import numpy as np
 
 from pipelines.analysis.design import ALPHA, DEFAULT_REF, REF_RULES, Design, fixed_design
 from pipelines.analysis.matrix import Evidence
+from pipelines.analysis.moderated import Prior, blocked_prior
 from pipelines.analysis.stats import holm_adjust
 from pipelines.analysis.verdict import (
     DECIDED,
+    FUTILITY_POWER,
     PairVerdict,
     compare_pair,
+    conditional_power,
     seeds_needed,
     variance_components,
     verdict_word,
@@ -57,6 +60,10 @@ class Look:
                     "p_tost": pair.p_tost,
                     "seeds": len(pair.seeds_a),
                     "verdict": pair.verdict,
+                    "decision": [pair.decision_level, *pair.decision_interval()[1:]],
+                    "df": pair.df,
+                    "variance": pair.variance,
+                    "conditional_power": pair.conditional_power,
                 }
                 for name, pair in self.pairs.items()
             },
@@ -80,16 +87,34 @@ class FamilyResult:
 
 
 class Comparator:
-    """Pair statistics over one Evidence."""
+    """Pair statistics over one Evidence. `blocked`: the pairs against a reference borrow strength for their seed
+    variance from the domain's other encodings (pipelines.analysis.moderated) where its rules allow."""
 
-    def __init__(self, evidence: Evidence) -> None:
+    def __init__(self, evidence: Evidence, blocked: bool = True) -> None:
         self.evidence = evidence
+        self.blocked = blocked
+        self._priors: dict[tuple[tuple[int, ...], str], Prior] = {}
 
-    def pair(self, a: str, b: str, seeds: tuple[int, ...] | None = None) -> PairVerdict:
-        """a against b on their finished seeds (those among `seeds` when given)."""
+    def prior(self, seeds: tuple[int, ...], ref: str) -> Prior:
+        """The blocked prior at `seeds` over the encodings that finished all of them, `ref` the reference (cached)."""
+        key = (tuple(seeds), ref)
+        if key not in self._priors:
+            ev = self.evidence
+            names = [name for name in ev.encodings if set(seeds) <= set(ev.seeds_of(name))]
+            columns = [ev.seeds.index(s) for s in seeds]
+            table = np.array([ev.values[ev.encodings.index(name)][columns].mean(axis=1) for name in names])
+            ref_row = names.index(ref) if ref in names else None
+            self._priors[key] = blocked_prior(table.reshape(len(names), len(seeds)), ref_row)
+        return self._priors[key]
+
+    def pair(self, a: str, b: str, seeds: tuple[int, ...] | None = None, moderated: bool = False) -> PairVerdict:
+        """a against b on their finished seeds (those among `seeds` when given); `moderated`: b is the reference of
+        a family, and the pair's seed variance is moderated where the blocked analysis's rules allow."""
         ev = self.evidence
         sa, sb = ev.seeds_of(a, within=seeds), ev.seeds_of(b, within=seeds)
         ia, ib = ev.encodings.index(a), ev.encodings.index(b)
+        common = tuple(s for s in sa if s in sb)
+        prior = self.prior(common, b) if moderated and self.blocked and len(common) >= 2 else None
         return compare_pair(
             a,
             b,
@@ -99,24 +124,50 @@ class Comparator:
             sb,
             region=ev.metric.equivalence,
             higher_is_better=ev.metric.higher_is_better,
+            prior=prior,
         )
 
 
 def decide(pairs: list[PairVerdict], alpha: float, look: int | None, plan_seeds: bool = True) -> list[PairVerdict]:
-    """Holm over `pairs` at `alpha`, each pair's verdict word (verdict_word) and, when inconclusive (and
-    `plan_seeds`), the seeds it would need to detect a difference of the region's edge at the first Holm level."""
+    """Holm over `pairs` at `alpha`, each pair's verdict word (verdict_word), the level of the interval it rests
+    on (PairVerdict.decision_level) and, when inconclusive (and `plan_seeds`), the seeds it would need to detect a
+    difference of the region's edge at the first Holm level."""
     if not pairs:
         return []
+    m = len(pairs)
     raw = np.array([pair.p if math.isfinite(pair.p) else 1.0 for pair in pairs])
     adjusted = holm_adjust(raw)
+    rank = np.empty(m, int)
+    rank[np.argsort(raw, kind="stable")] = np.arange(1, m + 1)
+    rejected = [math.isfinite(pair.p) and p < alpha for pair, p in zip(pairs, adjusted, strict=True)]
+    # Holm stops at the first rank it does not reject; every pair it leaves open has p >= that rank's level
+    stop = min((int(r) for r, done in zip(rank, rejected, strict=True) if not done), default=m + 1)
     decided = []
-    for pair, p_holm in zip(pairs, adjusted, strict=True):
+    for pair, p_holm, j in zip(pairs, adjusted, rank, strict=True):
         p_holm = float(p_holm) if math.isfinite(pair.p) else math.nan
         word = verdict_word(pair, p_holm, alpha)
         needed = None
         if word == "inconclusive" and plan_seeds:
-            needed = seeds_needed(pair.region, pair.seed_sd, alpha / len(pairs), pair.paired)
-        decided.append(replace(pair, p_holm=p_holm, alpha=alpha, verdict=word, seeds_needed=needed, look=look))
+            needed = seeds_needed(pair.region, pair.seed_sd, alpha / m, pair.paired)
+        if word == "equivalent":
+            level = 1 - 2 * alpha
+        elif word in DECIDED:
+            level = 1 - alpha / (m - int(j) + 1)
+        else:
+            level = 1 - alpha / (m - stop + 1) if stop <= m else 1 - alpha
+        decided.append(
+            replace(
+                pair,
+                p_holm=p_holm,
+                alpha=alpha,
+                verdict=word,
+                seeds_needed=needed,
+                look=look,
+                decision_level=level,
+                holm_rank=int(j),
+                family_size=m,
+            )
+        )
     return decided
 
 
@@ -148,14 +199,20 @@ def family_over(
         # standing (a futility stop or an equivalence does not leave it; leaving would let the design choose a
         # smaller family from the data); a stopped or equivalent pair keeps its word unless a look rejects it
         family = [b for b in baselines if b not in final or final[b].verdict not in DECIDED]
-        decided = decide([comparator.pair(b, ref, seeds) for b in family], design.level, k + 1, plan_seeds)
+        decided = decide(
+            [comparator.pair(b, ref, seeds, moderated=True) for b in family], design.level, k + 1, plan_seeds
+        )
         last = not design.sequential or k == len(design.looks) - 1
         for pair in decided:
             before = final.get(pair.a)
             if before is not None and before.verdict in ("equivalent", "stopped") and pair.verdict not in DECIDED:
                 continue
-            if design.sequential and not last and pair.verdict == "inconclusive" and abs(pair.delta) < pair.region:
-                pair = replace(pair, verdict="stopped", seeds_needed=None)  # futility: small |Δ|, not equivalent
+            if design.sequential and pair.verdict == "inconclusive":
+                # planning: the power at the cap if the current estimate were true, at the first Holm level
+                power = conditional_power(pair, design.looks[-1], design.level / len(decided))
+                pair = replace(pair, conditional_power=power)
+                if not last and power < FUTILITY_POWER:  # futility: the cap would not decide it either
+                    pair = replace(pair, verdict="stopped", seeds_needed=None)
             final[pair.a] = pair
         look = Look(k + 1, tuple(seeds or ev.seeds), design.level, {b: final[b] for b in family})
         look.calls_for = [] if last else [b for b in family if final[b].verdict == "inconclusive"]
@@ -237,7 +294,7 @@ def joined_verdicts(
     if joined is not None:
         joined.verdicts = {name: replace(pair, scope="joined") for name, pair in joined.verdicts.items()}
     provisional = {}
-    for pair in decide([comparator.pair(name, ref) for name in below], design.alpha, None):
+    for pair in decide([comparator.pair(name, ref, moderated=True) for name in below], design.alpha, None):
         held = len(set(comparator.evidence.seeds_of(pair.a)) & first)
         scope = f"below the design's first look: {held} of {len(first)} seeds"
         provisional[pair.a] = replace(pair, scope=scope)

@@ -41,6 +41,8 @@ import numpy as np
 from scipy import special
 from scipy import stats as sps
 
+from pipelines.analysis.moderated import Prior
+
 BOOTSTRAP_SEED = 20_261_201  # the fixed random numbers of the study's seed resampling (pipelines.analysis.study)
 LEVEL = 0.95  # the interval every table shows beside Δ
 POWER = 0.8  # the power `seeds_needed` plans for
@@ -48,7 +50,8 @@ MAX_SEEDS_NEEDED = 1000  # beyond this, seeds_needed reports "more than" this
 
 VERDICTS = ("better", "worse", "equivalent", "stopped", "inconclusive")
 DECIDED = ("better", "worse")  # a difference shown: the pair leaves the family at later looks
-STOPPED_WORDS = "stopped: small |Δ|, not shown equivalent"  # how reports spell a futility stop
+FUTILITY_POWER = 0.1  # a pair stops for futility when its conditional power at the design's cap is below this
+STOPPED_WORDS = f"stopped: conditional power at the cap below {FUTILITY_POWER:g}"  # how reports spell a futility stop
 
 
 # ------------------------------------------------------------------------------------------ the statistics
@@ -209,12 +212,19 @@ class PairVerdict:
     poi_hi: float
     region: float  # half width of the region of practical equivalence
     higher_is_better: bool
+    variance: str = "per-pair"  # how the seed variance was estimated (pipelines.analysis.moderated.Prior.describe)
     # set by the family (pipelines.analysis.sequential.decide)
     p_holm: float = math.nan
     alpha: float = math.nan  # the level this verdict was decided at
     verdict: str = "inconclusive"
     seeds_needed: int | None = None
     look: int | None = None  # the look of the design that decided it (1-based), None for a fixed-sample verdict
+    # the level of the interval the verdict rests on (set by decide): better / worse at Holm rank j of m,
+    # 1 - alpha / (m - j + 1); equivalent / stopped 1 - 2 alpha; inconclusive, the level at which Holm stopped
+    decision_level: float = math.nan
+    holm_rank: int = 0  # 1-based rank of its raw p in the family (0: not in a family)
+    family_size: int = 0
+    conditional_power: float = math.nan  # planning: the power at the design's cap under the current estimate
     # outside a published design's own family (pipelines.analysis.sequential.seed_verdicts): "" (in it, or no
     # design), "joined" (an encoding that joined the study: its own family over the design's looks), or why the
     # pair is a fixed-sample comparison ("below the design's first look: 2 of 3 seeds")
@@ -241,12 +251,21 @@ class PairVerdict:
         return self.contrast.interval(level)
 
     def decision_interval(self) -> tuple[float, float, float]:
-        """(level, lo, hi): the interval the verdict rests on: the (1 - 2 alpha) interval TOST used for an
-        `equivalent` or `stopped` pair, else the LEVEL interval."""
-        if self.verdict in ("equivalent", "stopped") and math.isfinite(self.alpha):
-            level = 1 - 2 * self.alpha
-            return (level, *self.interval(level))
+        """(level, lo, hi): the interval the verdict rests on, at `decision_level` (it excludes 0 exactly when the
+        word is better or worse: Holm's level at the pair's rank; the (1 - 2 alpha) interval TOST used for an
+        `equivalent` pair); the LEVEL interval for a pair no family decided."""
+        if math.isfinite(self.decision_level):
+            return (self.decision_level, *self.interval(self.decision_level))
         return LEVEL, self.ci_lo, self.ci_hi
+
+    def decision_label(self) -> str:
+        """How its level was set, e.g. '98.9%: alpha 0.0125, Holm rank 3 of 12'."""
+        if not math.isfinite(self.decision_level):
+            return f"{LEVEL:.0%}"
+        level = f"{100 * self.decision_level:.3g}%"
+        if self.verdict == "equivalent":
+            return f"{level}: TOST at alpha {self.alpha:.4g}"
+        return f"{level}: alpha {self.alpha:.4g}, Holm rank {self.holm_rank} of {self.family_size}"
 
 
 def compare_pair(
@@ -259,11 +278,14 @@ def compare_pair(
     *,
     region: float,
     higher_is_better: bool,
+    prior: Prior | None = None,
 ) -> PairVerdict:
     """The statistics of a against b (undecided: the family sets p_holm and the verdict).
 
     values_*: (seeds, N) per-example scores of each encoding's seeds (in the order of seeds_*); the seeds pair when
-    both encodings finished at least 2 of the same seeds, and the pair then uses only those."""
+    both encodings finished at least 2 of the same seeds, and the pair then uses only those. `prior`: the blocked
+    analysis's prior at those seeds (pipelines.analysis.moderated); where it is used, the pair's variance of seed
+    differences is moderated toward it and its df are d0 + n - 1."""
     common = [s for s in seeds_a if s in seeds_b]
     paired = len(common) >= 2
     if paired:
@@ -272,6 +294,12 @@ def compare_pair(
         seeds_a = seeds_b = common
     means_a, means_b = values_a.mean(axis=1), values_b.mean(axis=1)
     contrast = seed_contrast(means_a, means_b, paired)
+    variance = "per-pair"
+    if prior is not None and paired and prior.seeds == len(common) and math.isfinite(contrast.sd):
+        variance = prior.describe()
+        if prior.used:
+            moderated, df = prior.moderate(contrast.sd**2, len(common) - 1)
+            contrast = SeedContrast(contrast.delta, math.sqrt(moderated / len(common)), df, math.sqrt(moderated))
     t, p = contrast.t_and_p()
     ci_lo, ci_hi = contrast.interval(LEVEL)
     if paired:
@@ -295,6 +323,7 @@ def compare_pair(
         poi_hi=poi_hi,
         region=region,
         higher_is_better=higher_is_better,
+        variance=variance,
     )
 
 
@@ -302,6 +331,22 @@ def _pooled_sd(a: np.ndarray, b: np.ndarray) -> float:
     if a.size < 2 or b.size < 2:
         return math.nan
     return math.sqrt(((a.size - 1) * a.var(ddof=1) + (b.size - 1) * b.var(ddof=1)) / (a.size + b.size - 2))
+
+
+def conditional_power(pair: PairVerdict, cap: int, alpha: float) -> float:
+    """Planning, not evidence: the power of the test at `cap` seeds (two-sided, at `alpha`) given the seeds so far,
+    if the true Δ were the current estimate and the seed SD the current one (the 'current trend'). With n seeds
+    now and the N - n to come drawing a mean difference of Δ, the final mean is Δ on N seeds, and the test rejects
+    when |n Δ + (N - n) X| > c sd sqrt(N), X ~ N(Δ, sd^2 / (N - n)), c the t quantile on the pair's df plus the new
+    seeds: CP = Phi((N Δ - c sd sqrt N) / (sd sqrt(N - n))) + Phi((-N Δ - c sd sqrt N) / (sd sqrt(N - n)))."""
+    n = len(pair.seeds_a)
+    sd, delta = pair.seed_sd, pair.delta
+    if not (pair.paired and math.isfinite(sd) and sd > 0 and cap > n):
+        return math.nan
+    c = float(special.stdtrit(pair.df + cap - n, 1 - alpha / 2))
+    spread = sd * math.sqrt(cap - n)
+    edge = c * sd * math.sqrt(cap)
+    return float(special.ndtr((cap * delta - edge) / spread) + special.ndtr((-cap * delta - edge) / spread))
 
 
 def verdict_word(pair: PairVerdict, p_holm: float, alpha: float) -> str:

@@ -37,12 +37,12 @@ def interval_text(lo: float, hi: float, digits: int) -> str:
 
 
 def delta_cell(pair: PairVerdict, digits: int) -> str:
-    """Δ with the interval the verdict rests on: the 95% t-interval, or for an `equivalent` or `stopped` pair the
-    (1 - 2 alpha) interval TOST used, its level named."""
+    """Δ with the interval the verdict rests on first, its level and how it was set named (it excludes 0 exactly
+    when the word is better or worse), then the marginal 95% t-interval, labelled."""
     level, lo, hi = pair.decision_interval()
     text = f"{pair.delta:+.{digits}f} {interval_text(lo, hi, digits)}"
     if level != LEVEL:
-        text += f" ({100 * level:g}%)"
+        text += f" ({pair.decision_label()}); 95% {interval_text(pair.ci_lo, pair.ci_hi, digits)}"
     mark = marks(pair)
     return text + (f" {mark}" if mark else "")
 
@@ -63,8 +63,12 @@ def verdict_label(pair: PairVerdict, family: FamilyResult | None) -> str:
 
 
 def seeds_needed_cell(pair: PairVerdict) -> str:
+    """Planning, not evidence: for an open pair under a design, its conditional power at the design's cap if the
+    current Δ and seed SD held; else the seeds per encoding that would detect the region's edge."""
     if pair.verdict != "inconclusive":
         return ""
+    if math.isfinite(pair.conditional_power):
+        return f"power at the cap {pair.conditional_power:.2f} (planning)"
     if pair.seeds_needed is None:
         return "n/a (no seed spread)"
     return f"> {pair.seeds_needed - 1}" if pair.seeds_needed > 1000 else str(pair.seeds_needed)
@@ -97,12 +101,12 @@ def verdict_cells(pair: PairVerdict | None, digits: int, family: FamilyResult | 
 
 
 VERDICT_HEADER = [
-    "Δ vs {ref} [95% t-interval over seeds, test set fixed]",
+    "Δ vs {ref} [decision interval (its level); then the 95% t-interval], test set fixed",
     "P(better): share of seeds [95% CI]",
     "p difference (Holm)",
     "p TOST (±{region:g})",
     "verdict",
-    "seeds to detect ±{region:g}",
+    "planning: power at the cap if Δ held (else seeds to detect ±{region:g})",
 ]
 
 
@@ -141,8 +145,15 @@ def verdict_note(result: DomainResult) -> str:
         f"an interval for other test sets. p difference: the t-test of Δ = 0 on the same seeds, {level}. p TOST: two "
         f"one-sided t-tests of |Δ| >= {region:g} ({unit}, the region of practical equivalence); `equivalent` when "
         "it is below the level (at most that rate of false equivalence claims by simulation), and the interval "
-        "printed is then the (1 - 2 alpha) one the decision used. `stopped: small |Δ|, not shown equivalent`: a "
-        "futility stop of the design, not a finding. P(better): the share of paired seeds where the encoding "
+        "printed is then the (1 - 2 alpha) one the decision used. The first interval printed is the one the verdict "
+        "rests on, at the level it was decided (better / worse at Holm rank j of m: 1 - alpha / (m - j + 1); open "
+        "pairs at the level where Holm stopped), so it excludes 0 exactly when the word is better or worse; the "
+        "marginal 95% interval follows, labelled. Seed variance: under a design, each pair's variance of seed "
+        "differences borrows strength from the domain's other encodings (limma's moderated t, Smyth 2004, seeds "
+        "as blocks) where the simulations hold its rates (from 5 seeds, the encodings' variances alike, the "
+        "reference no noisier than the rest: tests/test_moderated_simulations.py), else the pair's own n - 1 df. "
+        f"`{STOPPED_WORDS}`: a futility stop of the design (its conditional power at the cap under the current "
+        "estimate), not a finding. P(better): the share of paired seeds where the encoding "
         f"beats `{result.ref}`, with its Clopper-Pearson interval. {MARKS_RULE}. Seeds to detect: per encoding, for "
         f"{POWER:.0%} power at the family's first Holm level against a difference of ±{region:g} (fixed in "
         "advance, not the observed Δ), from the pair's seed SD (itself an estimate from few seeds)."
@@ -288,6 +299,9 @@ def verdict_record(pair: PairVerdict | None) -> dict:
         "paired": pair.paired,
         "seed_sd_of_difference": pair.seed_sd,
         "seeds_needed": pair.seeds_needed if pair.seeds_needed is not None else "",
+        "decision_label": pair.decision_label(),
+        "seed_variance": pair.variance,
+        "conditional_power": pair.conditional_power,
     }
 
 
@@ -313,6 +327,9 @@ VERDICT_FIELDS = (
     "paired",
     "seed_sd_of_difference",
     "seeds_needed",
+    "decision_label",
+    "seed_variance",
+    "conditional_power",
 )
 
 

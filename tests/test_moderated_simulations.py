@@ -1,0 +1,238 @@
+"""The blocked analysis (pipelines.analysis.moderated): its prior against an independent computation of Smyth's
+formulas, and the rates it is stated to hold, simulated through the code that computes the verdicts
+(pipelines.analysis.sequential.primary_family and Comparator.pair) at 3, 5 and 10 seeds, each printed:
+
+- with each published study's own per-encoding seed SDs (JSB, MAESTRO, synthetic: unequal by up to 350x) as
+  independent seed effects, and with the covariance of its encodings' seed scores (encodings that move together on
+  a seed, as MAESTRO's rotary ones do on seed 1): the 95% interval's coverage and make settle's family-wise error
+  under the global null;
+- with equal variances (the JSB-like per-seed difference SD 0.014 of tests/test_verdict_simulations.py): the power
+  at the first look against 3 per-seed SDs, and of the whole design against one per-seed SD, beside the per-pair
+  test's (today's before the blocked analysis).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import optimize, special
+
+from domains.base import Metric
+from pipelines.analysis.design import Design
+from pipelines.analysis.matrix import Evidence
+from pipelines.analysis.moderated import MIN_SEEDS, blocked_prior, fit_prior, residual_variances
+from pipelines.analysis.sequential import Comparator, decide, primary_family
+from pipelines.analysis.verdict import conditional_power
+
+NLL = Metric("test NLL", "NLL", "nats", higher_is_better=False, digits=4)
+STUDIES = Path(__file__).resolve().parents[1] / "docs" / "results"
+PUBLISHED = {"jsb": "jsb-cpu", "maestro": "maestro-cpu", "synthetic": "synthetic-cpu"}
+
+
+def monte_carlo_bound(rate: float, studies: int) -> float:
+    return rate + 3 * math.sqrt(rate * (1 - rate) / studies)
+
+
+def smyth_by_root_finding(variances: np.ndarray, nu: float) -> tuple[float, float]:
+    """Smyth (2004) eq. 6.2's moments, solved with a bracketing root finder instead of the Newton iteration."""
+    z = np.log(variances)
+    e = z - special.digamma(nu / 2) + np.log(nu / 2)
+    target = e.var(ddof=1) - special.polygamma(1, nu / 2)
+    if target <= 0:
+        return math.inf, float(np.exp(e.mean()))
+    half = optimize.brentq(lambda x: special.polygamma(1, x) - target, 1e-8, 1e8, xtol=1e-14, rtol=1e-14)
+    d0 = 2 * half
+    return d0, float(np.exp(e.mean() + special.digamma(d0 / 2) - np.log(d0 / 2)))
+
+
+@pytest.mark.parametrize("nu", [2.0, 4.0, 9.0])
+def test_the_prior_agrees_with_smyths_moments_solved_independently(nu):
+    rng = np.random.default_rng(40)
+    for spread in (0.3, 1.0, 2.0):
+        variances = np.exp(rng.normal(0, spread, 25)) * rng.chisquare(nu, 25) / nu
+        d0, s0 = fit_prior(variances, nu)
+        d0_ref, s0_ref = smyth_by_root_finding(variances, nu)
+        if math.isinf(d0_ref):
+            assert math.isinf(d0) and s0 == pytest.approx(s0_ref, rel=1e-12)
+        else:
+            assert d0 == pytest.approx(d0_ref, rel=1e-7) and s0 == pytest.approx(s0_ref, rel=1e-7)
+
+
+def test_the_prior_recovers_the_degrees_of_freedom_it_was_drawn_with():
+    """Variances drawn from a scaled inverse chi-square prior (d0 10, s0^2 2), each observed on 4 df: the moments
+    recover d0 and s0^2 over 20,000 of them."""
+    rng = np.random.default_rng(41)
+    sigma2 = 10 * 2.0 / rng.chisquare(10, 20_000)
+    observed = sigma2 * rng.chisquare(4, 20_000) / 4
+    d0, s0 = fit_prior(observed, 4.0)
+    assert d0 == pytest.approx(10, rel=0.1) and s0 == pytest.approx(2.0, rel=0.03)
+
+
+def test_residual_variances_are_each_encodings_seed_variance_once_the_seed_blocks_are_removed():
+    """Equal variances: the centred residual variance times E / (E - 1) is unbiased for each encoding's; a seed
+    shift shared by every encoding leaves it unchanged."""
+    rng = np.random.default_rng(42)
+    draws = rng.normal(0, 1.5, (20_000, 8, 5))
+    shifted = draws + rng.normal(0, 10, (20_000, 1, 5))
+    mean = np.mean([residual_variances(table) for table in draws[:5000]], axis=0)
+    assert mean == pytest.approx(np.full(8, 2.25), rel=0.03)
+    assert residual_variances(shifted[0]) == pytest.approx(residual_variances(draws[0]), rel=1e-9)
+
+
+def test_the_prior_is_not_used_where_the_simulations_do_not_hold_its_rates():
+    rng = np.random.default_rng(43)
+    table = rng.normal(0, 0.01, (13, 5))
+    assert blocked_prior(table[:, :3], 0).reason.startswith("3 seeds")
+    assert blocked_prior(table[:4], 0).reason.startswith("4 encodings")
+    noisy_reference = table.copy()
+    noisy_reference[0] *= 20
+    assert (
+        "reference" in blocked_prior(noisy_reference, 0).reason or "differ" in blocked_prior(noisy_reference, 0).reason
+    )
+    spread = table * np.exp(rng.normal(0, 2, (13, 1)))
+    assert not blocked_prior(spread, 0).used
+
+
+# ------------------------------------------------------------------------------------------ the simulations
+
+
+def study_profile(domain: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(encodings, the reference first; each one's seed SD over its published seeds; the covariance of their seed
+    scores over the seeds all of them finished, plus a tenth of each variance on its diagonal so that it is not
+    singular) from the published study's summary.json."""
+    summary = json.loads((STUDIES / PUBLISHED[domain] / "summary.json").read_text())["domains"][domain]
+    seeds = {name: {int(k): v for k, v in row["seeds"].items()} for name, row in summary["encodings"].items()}
+    ref = summary["reference"]
+    names = [ref, *sorted(name for name in seeds if name != ref)]
+    sds = np.array([np.std(list(seeds[name].values()), ddof=1) for name in names])
+    common = sorted(set.intersection(*(set(seeds[name]) for name in names)))
+    covariance = np.cov(np.array([[seeds[name][s] for s in common] for name in names]))
+    return names, sds, covariance + np.diag(0.1 * np.diag(covariance) + 1e-10)
+
+
+def simulated(rng, seeds: int, sds: np.ndarray | None = None, covariance: np.ndarray | None = None) -> Evidence:
+    """A null study: every encoding equal, each (encoding, seed) moved by an independent shift of the encoding's SD
+    (or a draw from `covariance`), every seed by a shared one; two examples (the verdicts read seed means)."""
+    if covariance is not None:
+        shifts = (np.linalg.cholesky(covariance) @ rng.normal(size=(covariance.shape[0], seeds)))[:, :, None]
+    else:
+        shifts = rng.normal(size=(sds.size, seeds, 1)) * sds[:, None, None]
+    values = 2.0 + shifts + rng.normal(0, 0.01, (1, seeds, 1)) + rng.normal(0, 1e-4, (shifts.shape[0], seeds, 2))
+    names = tuple(f"e{i:02d}" for i in range(values.shape[0]))
+    return Evidence("jsb", NLL, names, tuple(range(seeds)), (0, 1), values, "example")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("domain", ["jsb", "maestro", "synthetic"])
+@pytest.mark.parametrize("model", ["independent", "covariance"])
+def test_coverage_and_the_designs_family_wise_error_hold_under_each_studys_heterogeneity(domain, model, capsys):
+    rng = np.random.default_rng(44)
+    _, sds, covariance = study_profile(domain)
+    kwargs = {"covariance": covariance} if model == "covariance" else {"sds": sds}
+    studies, lines = 400, []
+    for seeds in (3, MIN_SEEDS, 10):
+        covered = total = used = 0
+        for _ in range(studies):
+            comparator = Comparator(simulated(rng, seeds, **kwargs))
+            for name in comparator.evidence.encodings[1:]:
+                pair = comparator.pair(name, "e00", moderated=True)
+                covered += pair.ci_lo <= 0.0 <= pair.ci_hi
+                total += 1
+            used += comparator.prior(tuple(range(seeds)), "e00").used
+        rate = covered / total
+        lines.append(f"{seeds} seeds: coverage {rate:.3f} (prior used in {used / studies:.2f} of studies)")
+        assert 0.93 <= rate <= 0.97, lines[-1]
+    design = Design.grow([0, 1, 2], 10, ref="e00", ref_rule="default")
+    errors = 0
+    for _ in range(studies):
+        family = primary_family(Comparator(simulated(rng, 10, **kwargs)), design, "e00", plan_seeds=False)
+        errors += any(pair.verdict in ("better", "worse") for pair in family.verdicts.values())
+    fwer = errors / studies
+    with capsys.disabled():
+        print(
+            f"\n{domain} seed SDs ({model}, {len(sds)} encodings, {studies} studies a cell): "
+            + "; ".join(lines)
+            + f"; make settle's family-wise error {fwer:.3f}"
+        )
+    assert fwer <= monte_carlo_bound(0.05, studies)
+
+
+def equal_variances(rng, seeds: int, shift: float, encodings: int = 13, pair_sd: float = 0.014) -> Evidence:
+    sds = np.full(encodings, pair_sd / math.sqrt(2))
+    evidence = simulated(rng, seeds, sds=sds)
+    evidence.values[1] += shift
+    return evidence
+
+
+@pytest.mark.slow
+def test_power_of_the_blocked_analysis_against_the_per_pair_test(capsys):
+    """Equal variances, 13 encodings, one baseline worse: at the first look against 3 per-seed SDs (where the
+    blocked analysis keeps the per-pair test, MIN_SEEDS) and at look 2; over the whole design against one SD. The
+    design's power with the blocked analysis must be at least double the per-pair test's."""
+    rng = np.random.default_rng(45)
+    design = Design.grow([0, 1, 2], 10, ref="e00", ref_rule="default")
+    studies, pair_sd = 300, 0.014
+    found = {True: 0, False: 0}
+    first = {True: 0, False: 0}
+    second = {True: 0, False: 0}
+    for _ in range(studies):
+        whole = equal_variances(rng, 10, pair_sd)
+        three = equal_variances(rng, 10, 3 * pair_sd)
+        for blocked in (True, False):
+            family = primary_family(Comparator(whole, blocked), design, "e00", plan_seeds=False)
+            found[blocked] += family.verdicts["e01"].verdict == "worse"
+            looks = primary_family(Comparator(three, blocked), design, "e00", plan_seeds=False).looks
+            first[blocked] += looks[0].pairs["e01"].verdict == "worse"
+            second[blocked] += any(look.pairs.get("e01") and look.pairs["e01"].verdict == "worse" for look in looks[:2])
+    rate = {key: value / studies for key, value in found.items()}
+    with capsys.disabled():
+        print(
+            f"\npower, equal variances (per-seed difference SD {pair_sd}, 13 encodings, {studies} studies): "
+            f"Δ = 3 SDs at look 1 (3 seeds) {first[True] / studies:.2f} blocked / {first[False] / studies:.2f} "
+            f"per-pair; by look 2 (5 seeds) {second[True] / studies:.2f} / {second[False] / studies:.2f}; "
+            f"Δ = 1 SD over the design {rate[True]:.2f} / {rate[False]:.2f}"
+        )
+    assert rate[True] >= 2 * 0.19 and rate[True] >= 2 * rate[False] - 0.05
+    assert second[True] / studies >= 0.8
+
+
+def test_a_decision_interval_excludes_zero_exactly_when_the_word_is_better_or_worse():
+    """Families of 12 baselines with effects from none to large, at 3, 5 and 10 seeds: each pair's decision interval
+    (its level from its Holm rank) excludes 0 if and only if its verdict is better or worse, and an equivalent pair's
+    lies inside the region."""
+    rng = np.random.default_rng(46)
+    seen = set()
+    for seeds in (3, 5, 10):
+        for _ in range(60):
+            evidence = simulated(rng, seeds, sds=np.full(13, 0.01))
+            evidence.values[1:] += rng.choice([0.0, 0.002, 0.01, 0.03, -0.05], 12)[:, None, None]
+            comparator = Comparator(evidence)
+            pairs = decide([comparator.pair(n, "e00", moderated=True) for n in evidence.encodings[1:]], 0.0125, 1)
+            for pair in pairs:
+                level, lo, hi = pair.decision_interval()
+                seen.add(pair.verdict)
+                assert (lo > 0 or hi < 0) == (pair.verdict in ("better", "worse")), (pair.verdict, level, lo, hi)
+                if pair.verdict == "equivalent":
+                    assert -pair.region < lo and hi < pair.region and level == pytest.approx(1 - 2 * 0.0125)
+    assert {"better", "worse", "inconclusive"} <= seen
+
+
+def test_conditional_power_agrees_with_a_simulated_continuation():
+    """The closed form against drawing the remaining seeds' differences and testing at the cap, the current SD
+    held fixed (so the test is the normal-approximation one the formula states, on its df)."""
+    from scipy import stats as sps
+
+    rng = np.random.default_rng(47)
+    evidence = simulated(rng, 3, sds=np.full(13, 0.01))
+    evidence.values[1] += 0.012
+    pair = Comparator(evidence).pair("e01", "e00")
+    cap, alpha = 10, 0.0125 / 12
+    n, sd, delta = len(pair.seeds_a), pair.seed_sd, pair.delta
+    c = sps.t.ppf(1 - alpha / 2, pair.df + cap - n)
+    rest = rng.normal(delta, sd, (400_000, cap - n)).sum(axis=1)
+    simulated_power = np.mean(np.abs(n * delta + rest) > c * sd * math.sqrt(cap))
+    assert conditional_power(pair, cap, alpha) == pytest.approx(simulated_power, abs=0.004)
