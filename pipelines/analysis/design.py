@@ -11,8 +11,8 @@
   whatever the correlation between looks;
 - at look k, Holm at alpha_k over the pairs still open (a pair decided at an earlier look keeps its verdict and
   leaves the family); a rejected pair is `better` or `worse`; a pair whose TOST rejects |Δ| >= r at alpha_k is
-  `equivalent`; an open pair whose conditional power at the design's last look, under its current Δ and seed SD,
-  is below FUTILITY_POWER (0.1) is `stopped` (a futility stop, not a finding); the others are `inconclusive` and
+  `equivalent`; an open pair with |Δ| inside the region is `stopped` (a futility stop: small |Δ|, not shown
+  equivalent); the others are `inconclusive` and
   get the next look's seeds (their encoding and the reference), or stay inconclusive at the design's last look;
 - each pair's seed variance borrows strength from the look's other encodings (the blocked analysis,
   pipelines.analysis.moderated) where its rules allow.
