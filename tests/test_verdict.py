@@ -275,3 +275,20 @@ def test_the_rank_bootstrap_equals_a_plain_loop():
         best = np.mean([(mean[r, j] == mean[r].min()) / (mean[r] == mean[r].min()).sum() for r in range(300)])
         assert got[name] == pytest.approx((lo, hi, best))
     assert sum(p for _, _, p in got.values()) == pytest.approx(1.0)
+
+
+def test_printed_bounds_keep_the_side_of_zero_and_of_the_region_the_decision_saw():
+    from pipelines.report.verdicts import interval_text
+
+    assert interval_text(-0.0063, -0.00002, 4) == "[-0.00630, -0.00002]"  # not "-0.0000" beside `better`
+    assert interval_text(0.00004, 0.0049996, 4, region=0.005) == "[+0.0000400, +0.0049996]"  # inside +-0.005
+    assert interval_text(-0.0123, 0.0456, 4, region=0.005) == "[-0.0123, +0.0456]"
+
+
+def test_a_one_look_design_is_a_fixed_sample_at_its_maximum():
+    from pipelines.analysis.design import Design
+
+    design = Design.grow([0, 1, 2], 5, looks=1, ref="rope10k")
+    assert design.looks == (5,) and design.seeds == (0, 1, 2, 3, 4) and design.level == 0.05
+    with pytest.raises(ValueError, match="at least one look"):
+        Design.grow([0, 1, 2], 5, looks=0, ref="rope10k")

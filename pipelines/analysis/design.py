@@ -84,7 +84,12 @@ class Design:
         if max_seeds < len(first):
             raise ValueError(f"--max-seeds {max_seeds} is below the {len(first)} seeds the runs already hold")
         seeds = first + list(range(max(first) + 1, max(first) + 1 + max_seeds - len(first)))
-        counts = np.unique(np.round(np.linspace(len(first), max_seeds, looks)).astype(int))
+        if looks < 1:
+            raise ValueError(f"a design needs at least one look, got {looks}")
+        # one look: a fixed sample at max_seeds (its first and last look)
+        counts = (
+            [max_seeds] if looks == 1 else np.unique(np.round(np.linspace(len(first), max_seeds, looks)).astype(int))
+        )
         return cls(tuple(seeds), tuple(int(c) for c in counts), **kwargs)
 
     @property

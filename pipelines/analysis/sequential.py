@@ -285,8 +285,8 @@ def joined_verdicts(
     comparator: Comparator, design: Design, ref: str, newcomers: list[str]
 ) -> tuple[FamilyResult | None, dict[str, PairVerdict]]:
     """The encodings that joined a designed study: their own family over the design's looks and alpha (the study's
-    verdicts never change for them), and for those below its first look a fixed-sample comparison on the seeds they
-    share with the reference (Holm among them at alpha), said to be so."""
+    verdicts never change for them), and for those below its first look their Δ on the seeds they share with the
+    reference, without a verdict word (one budget: the joined family's), said to be so."""
     if not newcomers:
         return None, {}
     first = set(design.look_seeds(0))
@@ -295,11 +295,14 @@ def joined_verdicts(
     joined = family_over(comparator, design, ref, at_look) if at_look else None
     if joined is not None:
         joined.verdicts = {name: replace(pair, scope="joined") for name, pair in joined.verdicts.items()}
+    # below the first look: Δ on the seeds shared with the reference, and no verdict word (a fixed-sample test here
+    # would spend an alpha of its own beside the joined family's, and its seeds then join that family's looks)
     provisional = {}
-    for pair in decide([comparator.pair(name, ref, moderated=True) for name in below], design.alpha, None):
-        held = len(set(comparator.evidence.seeds_of(pair.a)) & first)
-        scope = f"below the design's first look: {held} of {len(first)} seeds"
-        provisional[pair.a] = replace(pair, scope=scope)
+    for name in below:
+        pair = comparator.pair(name, ref)
+        held = len(set(comparator.evidence.seeds_of(name)) & first)
+        scope = f"below the design's first look: {held} of {len(first)} seeds, no verdict yet"
+        provisional[name] = replace(pair, scope=scope, alpha=design.level)
     # the runs those below the first look need next: its seeds they lack
     lacking = [(name, s) for name in below for s in design.look_seeds(0) if s not in comparator.evidence.seeds_of(name)]
     if lacking:

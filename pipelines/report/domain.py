@@ -29,6 +29,7 @@ from pipelines.report.verdicts import (
     PAIRS_HEADER,
     PAPER_COLUMN,
     VERDICT_FIELDS,
+    families_text,
     looks_section,
     pair_rows,
     pairs_section,
@@ -131,12 +132,7 @@ def left_out_note(result: DomainResult) -> str | None:
 def evidence_line(result: DomainResult) -> str:
     """What a domain's numbers rest on, in one line: the preset, N, the seeds, the reference, the interval, tests."""
     reference = f"reference `{result.ref}`" if result.ref else "no reference"
-    test = (
-        f"seed-level tests against `{result.ref}`, Holm-corrected over {len(result.entries) - 1} baselines (the "
-        "verdict)"
-        if result.ref
-        else "no paired tests"
-    )
+    test = families_text(result) if result.ref else "no paired tests"
     paper = "; paper 000 C.2's per-example tests beside them" if result.ref else ""
     if result.tasks is not None:
         return (

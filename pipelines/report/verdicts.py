@@ -32,17 +32,35 @@ def paper_cell(test: PairedResult | None, digits: int) -> str:
     return f"{test.mean_diff:+.{digits}f}, p {test.p_holm:.3g}" if test else ""
 
 
-def interval_text(lo: float, hi: float, digits: int) -> str:
-    return "[n/a]" if math.isnan(lo) else f"[{lo:+.{digits}f}, {hi:+.{digits}f}]"
+def agreeing_digits(values: tuple[float, ...], digits: int, edges: tuple[float, ...]) -> int:
+    """At least `digits`, and as many more as it takes for every value, rounded, to lie on the same side of every
+    edge as it does unrounded (a bound of -0.00003 printed as -0.0000 beside `worse`, or 0.0049 as 0.005 beside
+    `equivalent`, would contradict the word that was decided on the unrounded value)."""
+
+    def agrees(d: int) -> bool:
+        return all(v == e or (round(v, d) - e) * (v - e) > 0 for v in values if math.isfinite(v) for e in edges)
+
+    while digits < 12 and not agrees(digits):
+        digits += 1
+    return digits
+
+
+def interval_text(lo: float, hi: float, digits: int, region: float | None = None) -> str:
+    """[lo, hi] with the digits that keep each bound on its side of 0 (and of +-region when given)."""
+    if math.isnan(lo):
+        return "[n/a]"
+    edges = (0.0,) if region is None else (0.0, region, -region)
+    digits = agreeing_digits((lo, hi), digits, edges)
+    return f"[{lo:+.{digits}f}, {hi:+.{digits}f}]"
 
 
 def delta_cell(pair: PairVerdict, digits: int) -> str:
     """Δ with the interval the verdict rests on first, its level and how it was set named (it excludes 0 exactly
     when the word is better or worse), then the marginal 95% t-interval, labelled."""
     level, lo, hi = pair.decision_interval()
-    text = f"{pair.delta:+.{digits}f} {interval_text(lo, hi, digits)}"
+    text = f"{pair.delta:+.{digits}f} {interval_text(lo, hi, digits, pair.region)}"
     if level != LEVEL:
-        text += f" ({pair.decision_label()}); 95% {interval_text(pair.ci_lo, pair.ci_hi, digits)}"
+        text += f" ({pair.decision_label()}); 95% {interval_text(pair.ci_lo, pair.ci_hi, digits, pair.region)}"
     mark = marks(pair)
     return text + (f" {mark}" if mark else "")
 
@@ -51,6 +69,8 @@ def verdict_label(pair: PairVerdict, family: FamilyResult | None) -> str:
     """The verdict as a table says it: the word, a futility stop spelled out, an open pair at a design's last look
     `inconclusive at the cap`, and under a design the look that decided it."""
     word = pair.verdict
+    if pair.scope.startswith("below"):  # a joined encoding short of the first look: no verdict word yet
+        return f"**open** ({pair.scope})"
     designed = family is not None and family.design.sequential
     if word == "stopped":
         word = STOPPED_WORDS
@@ -214,6 +234,37 @@ def variance_section(result: DomainResult) -> list[str]:
         *markdown_table(["component", "variance", "SD"], rows),
         "",
     ]
+
+
+def families_text(result: DomainResult) -> str:
+    """What each family of the domain's verdicts controls, as every report states it."""
+    verdicts = result.verdicts
+    if verdicts is None or verdicts.family is None:
+        return "no paired tests"
+    design = verdicts.family.design
+    ref = f"`{verdicts.ref}`"
+    if not design.sequential:
+        return (
+            f"seed-level tests against {ref}, Holm over the {len(verdicts.family.verdicts)} baselines: family-wise "
+            f"error at most {design.alpha:g} (the verdict)"
+        )
+    looks = len(design.looks)
+    parts = [
+        f"seed-level tests against {ref} under make settle's design: its {len(verdicts.family.verdicts)} baselines "
+        f"one family, family-wise error at most {design.alpha:g} over its {looks} look{'s' * (looks > 1)} "
+        f"({design.level:.4g} a look, Holm within a look)"
+    ]
+    if verdicts.joined is not None and verdicts.joined.verdicts:
+        parts.append(
+            f"the {len(verdicts.joined.verdicts)} encodings that joined after the design was fixed a family of their "
+            f"own over the same looks, family-wise error at most {design.alpha:g} among them"
+        )
+    if verdicts.provisional:
+        parts.append(
+            f"{len(verdicts.provisional)} below the design's first look: Δ on the seeds shared with {ref}, no verdict "
+            "word until they hold the first look's seeds"
+        )
+    return "; ".join(parts) + " (the verdict)"
 
 
 def design_status(family: FamilyResult) -> str:
