@@ -11,7 +11,7 @@ rank as its mean and shift everyone else's. The others keep their rank within ea
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -20,11 +20,9 @@ from scipy import stats as sps
 from pipelines.analysis.design import DEFAULT_REF, read_design
 from pipelines.analysis.domain import analyse_domain
 from pipelines.analysis.evidence import missing_runs
-from pipelines.analysis.matrix import Evidence
 from pipelines.analysis.recency import StudyRecency, study_recency
 from pipelines.analysis.results import DomainResult
-from pipelines.analysis.sequential import Comparator
-from pipelines.analysis.stats import FriedmanResult, cd_groups, friedman, summarise_ranks
+from pipelines.analysis.stats import FriedmanResult, cd_groups, chance_normalised, friedman, summarise_ranks
 from pipelines.analysis.verdict import BOOTSTRAP_SEED
 from pipelines.experiment.config import domain_names
 from pipelines.runs.layout import RunFolder, discover_runs, present_domains
@@ -38,6 +36,7 @@ class BlockTest:
     encodings: list[str]  # in the order of result.mean_ranks
     blocks: list[str]
     left_out: list[str]  # encodings missing from some block
+    at_chance: list[str] = field(default_factory=list)  # blocks (tasks) left out: no encoding beats chance there
 
     def by_rank(self) -> list[str]:
         return [self.encodings[i] for i in np.argsort(self.result.mean_ranks, kind="stable")]
@@ -167,32 +166,32 @@ def rank_uncertainty(results: list[DomainResult], replicates: int = RANK_REPLICA
     return {name: (float(lo[j]), float(hi[j]), float(p_best[j])) for j, name in enumerate(common)}
 
 
-def task_matched(result: DomainResult, task: str) -> dict[str, float]:
-    """One task's matched scores (DomainResult.matched's rule on that task's scores alone)."""
-    ev = result.evidence
-    column = ev.example_ids.index(task)
-    one = Evidence(ev.domain, ev.metric, ev.encodings, ev.seeds, (task,), ev.values[:, :, [column]], ev.blocks)
-    if result.ref is None:
-        common = tuple(one.common_seeds())
-        return {name: one.score(name, within=common or None) for name in one.encodings}
-    comparator = Comparator(one)
-    return {name: 0.0 if name == result.ref else comparator.pair(name, result.ref).delta for name in one.encodings}
-
-
 def friedman_blocks(results: list[DomainResult]) -> tuple[dict[str, dict[str, float]], list[bool]]:
-    """The blocks of the study's Friedman test: each domain compared per example, and each task of a domain with
-    tasks as a dataset of its own; each block's encodings by their matched scores (Δ to the reference on matched
-    seeds), with each block's direction."""
-    table, higher = {}, []
-    for result in results:
-        if result.tasks is None or result.evidence is None:
-            table[result.domain] = dict(result.matched)
-            higher.append(result.metric.higher_is_better)
-            continue
-        for task in result.evidence.example_ids:
-            table[f"{result.domain}/{task}"] = task_matched(result, task)
-            higher.append(True)
-    return table, higher
+    """The blocks of the study's Friedman test: one per domain, as the mean rank has them (a domain with tasks is
+    one block, its score the mean over its tasks: five synthetic tasks as five blocks gave one domain 5 of 7 votes,
+    one of them a task at chance for every encoding), each by its matched scores (Δ to the reference on matched
+    seeds) in its own direction."""
+    return {result.domain: dict(result.matched) for result in results}, [
+        result.metric.higher_is_better for result in results
+    ]
+
+
+AT_CHANCE = 0.05  # a task whose best encoding's chance-normalised test accuracy is below this is at chance
+
+
+def tasks_above_chance(result: DomainResult) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """({task: {encoding: test accuracy}} of the tasks some encoding learns, the tasks left out: those where no
+    encoding's chance-normalised accuracy reaches AT_CHANCE, whose ranks would be noise)."""
+    accuracy = result.tasks.accuracy()
+    kept, at_chance = {}, []
+    for task, row in accuracy.items():
+        chance = result.tasks.chance[task]
+        best = max((chance_normalised(acc, chance) for acc in row.values() if np.isfinite(acc)), default=-math.inf)
+        if best < AT_CHANCE:
+            at_chance.append(task)
+        else:
+            kept[task] = row
+    return kept, sorted(at_chance)
 
 
 def shared_reference(results: list[DomainResult]) -> str:
@@ -222,14 +221,17 @@ def build_study(
 
     blocks, higher = friedman_blocks(results)
     tests = {
-        "domains": friedman_over(blocks, higher, "blocks (domains, each synthetic task one)")
+        "domains": friedman_over(blocks, higher, "domains")
         if len(results) >= 2
         else f"not run: needs at least 2 domains; here {len(results)}"
     }
     for result in results:
         if result.tasks is not None:
-            accuracy = result.tasks.accuracy()
-            tests[f"{result.domain} tasks"] = friedman_over(accuracy, [True] * len(accuracy), "tasks")
+            accuracy, at_chance = tasks_above_chance(result)
+            test = friedman_over(accuracy, [True] * len(accuracy), "tasks")
+            tests[f"{result.domain} tasks"] = (
+                replace(test, at_chance=at_chance) if isinstance(test, BlockTest) else test
+            )
     return Study(
         runs_root=Path(runs_root),
         ref=ref or shared_reference(results),

@@ -269,6 +269,7 @@ def _friedman_json(outcome: BlockTest | str) -> dict:
         "cd": result.cd,
         "not_separated": outcome.not_separated(),
         "left_out": outcome.left_out,
+        "at_chance": outcome.at_chance,
     }
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from pipelines.analysis.paper import PAPER_NLL, PAPER_PRESET
 from pipelines.analysis.results import DomainResult
-from pipelines.analysis.study import Study
+from pipelines.analysis.study import AT_CHANCE, Study
 from pipelines.report.domain import EXTRAPOLATION_FIGURE, INTERVAL_METHOD, left_out_note, paired_tests_note
 from pipelines.report.markdown import bold_if, fmt_mean_rank, markdown_table, missing_section
 from pipelines.report.verdicts import MARKS_RULE, marks
@@ -232,6 +232,11 @@ def _friedman_section(study: Study) -> list[str]:
         lines += ["", f"Not separated by the Nemenyi test: {'; '.join(groups) or 'none'}."]
         if outcome.left_out:
             lines.append(f"Left out (not scored in every block): {', '.join(f'`{e}`' for e in outcome.left_out)}.")
+        if outcome.at_chance:
+            lines.append(
+                f"Tasks left out (no encoding's chance-normalised accuracy reaches {AT_CHANCE:g}: their ranks are "
+                f"noise): {', '.join(f'`{t}`' for t in outcome.at_chance)}."
+            )
         lines.append("")
     return lines
 
