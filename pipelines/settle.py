@@ -53,7 +53,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from domains.atomic import write_json
-from pipelines.analysis.design import DEFAULT_LOOKS, DEFAULT_REF, SETTLE_FILE, Design, read_design
+from pipelines.analysis.design import DEFAULT_LOOKS, DEFAULT_REF, FUTILITY_RULES, SETTLE_FILE, Design, read_design
 from pipelines.analysis.domain import analyse_domain
 from pipelines.analysis.evidence import EvidenceError, preset_of, require_finished
 from pipelines.analysis.matrix import per_example_evidence, per_task_evidence
@@ -107,7 +107,13 @@ def check_compared(domain: str, runs: list[RunFolder]) -> None:
 
 
 def initial_design(
-    domain: str, runs: list[RunFolder], ref: str | None, max_seeds: int, looks: int, encodings: list[str] | None
+    domain: str,
+    runs: list[RunFolder],
+    ref: str | None,
+    max_seeds: int,
+    looks: int,
+    encodings: list[str] | None,
+    futility: str = "interval",
 ) -> Design:
     """The design fixed at the first look over `runs` (the chosen encodings'): its seeds those every encoding
     finished, the reference the one given (`--ref`) or the SPEC's default, fixed before any score is read (a
@@ -127,7 +133,7 @@ def initial_design(
         raise EvidenceError(f"{domain}: {how} {chosen} has no finished run here; a design's reference must have one")
     # the design's own family, recorded: an encoding that joins the study later gets a family of its own
     settled = tuple(sorted(set(encodings or evidence.encodings) - {chosen}))
-    return Design.grow(first, max_seeds, looks, ref=chosen, encodings=settled, ref_rule=rule)
+    return Design.grow(first, max_seeds, looks, ref=chosen, encodings=settled, ref_rule=rule, futility=futility)
 
 
 def design_in_advance(args: argparse.Namespace, selection: list[str] | None) -> Design:
@@ -141,7 +147,15 @@ def design_in_advance(args: argparse.Namespace, selection: list[str] | None) -> 
     chosen, rule = (args.ref, "given") if args.ref else (DEFAULT_REF, "default")
     settled = tuple(sorted(set(selection) - {chosen}))
     try:
-        return Design.grow(list(args.seeds), args.max_seeds, args.looks, ref=chosen, encodings=settled, ref_rule=rule)
+        return Design.grow(
+            list(args.seeds),
+            args.max_seeds,
+            args.looks,
+            ref=chosen,
+            encodings=settled,
+            ref_rule=rule,
+            futility=args.futility or "interval",
+        )
     except ValueError as error:
         raise EvidenceError(f"{args.domain}: --seeds {' '.join(map(str, args.seeds))}: {error}") from None
 
@@ -238,6 +252,7 @@ def check_unchanged(args: argparse.Namespace, design: Design, source: Path) -> N
         "max seeds": (args.max_seeds, len(design.seeds)),
         "looks at": (", ".join(map(str, asked.looks)), ", ".join(map(str, design.looks))),
         "reference": (args.ref or design.ref, design.ref),
+        "futility": (args.futility or design.futility, design.futility),
     }
     changed = [f"{name} {mine} (the design has {theirs})" for name, (mine, theirs) in differ.items() if mine != theirs]
     if changed:
@@ -340,7 +355,9 @@ def settle_looks(args: argparse.Namespace, studies: list[PublishedStudy], overri
     preset = args.preset or preset_of(chosen)
     source = design_source(args)
     if design is None:
-        design = initial_design(domain, chosen, args.ref, args.max_seeds, args.looks, selection)
+        design = initial_design(
+            domain, chosen, args.ref, args.max_seeds, args.looks, selection, args.futility or "interval"
+        )
         fixed_now = True
     else:
         fixed_now = False
@@ -435,6 +452,11 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         nargs="+",
         help="fix the design before any of its runs exist: its first look on these seeds (a confirmatory study)",
+    )
+    parser.add_argument(
+        "--futility",
+        choices=sorted(FUTILITY_RULES),
+        help="how an open pair stops for futility, fixed with the design (default for a new design: interval)",
     )
     parser.add_argument("--preset", choices=config_options("preset"), help="default: the runs' preset")
     parser.add_argument("--runs", type=Path, default=Path("runs"))

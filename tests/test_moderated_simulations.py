@@ -168,36 +168,70 @@ def equal_variances(rng, seeds: int, shift: float, encodings: int = 13, pair_sd:
     return evidence
 
 
+def runs_spent(family) -> int:
+    """The runs a design trained: every encoding's first look, then each look's called encodings and the reference."""
+    looks = family.looks
+    runs = (len(family.verdicts) + 1) * len(looks[0].seeds)
+    for before, after in zip(looks, looks[1:], strict=False):
+        runs += (len(before.calls_for) + 1) * (len(after.seeds) - len(before.seeds))
+    return runs
+
+
 @pytest.mark.slow
 def test_power_of_the_blocked_analysis_against_the_per_pair_test(capsys):
     """Equal variances, 13 encodings, one baseline worse: at the first look against 3 per-seed SDs (where the
-    blocked analysis keeps the per-pair test, MIN_SEEDS) and at look 2; over the whole design against one SD. The
-    design's power with the blocked analysis must be at least double the per-pair test's."""
+    blocked analysis keeps the per-pair test, MIN_SEEDS) and by look 2; over the whole design against one SD, with
+    the runs it spent. The suite's design (blocked, futility on the interval) against today's before it (per-pair,
+    futility on a small |Δ|) and the blocked analysis with the old futility rule (what the interval rule costs in
+    runs and buys in power). The design's power must be at least double the per-pair design's 0.19."""
     rng = np.random.default_rng(45)
-    design = Design.grow([0, 1, 2], 10, ref="e00", ref_rule="default")
+    rules = {
+        "suite": (True, "interval"),
+        "per-pair, small |Δ|": (False, "small_delta"),
+        "small |Δ|": (True, "small_delta"),
+    }
+    designs = {
+        name: Design.grow([0, 1, 2], 10, ref="e00", ref_rule="default", futility=f) for name, (_, f) in rules.items()
+    }
     studies, pair_sd = 300, 0.014
-    found = {True: 0, False: 0}
-    first = {True: 0, False: 0}
-    second = {True: 0, False: 0}
+    found, first, second, runs = ({name: 0 for name in rules} for _ in range(4))
     for _ in range(studies):
         whole = equal_variances(rng, 10, pair_sd)
         three = equal_variances(rng, 10, 3 * pair_sd)
-        for blocked in (True, False):
-            family = primary_family(Comparator(whole, blocked), design, "e00", plan_seeds=False)
-            found[blocked] += family.verdicts["e01"].verdict == "worse"
-            looks = primary_family(Comparator(three, blocked), design, "e00", plan_seeds=False).looks
-            first[blocked] += looks[0].pairs["e01"].verdict == "worse"
-            second[blocked] += any(look.pairs.get("e01") and look.pairs["e01"].verdict == "worse" for look in looks[:2])
-    rate = {key: value / studies for key, value in found.items()}
+        for name, (blocked, _) in rules.items():
+            family = primary_family(Comparator(whole, blocked), designs[name], "e00", plan_seeds=False)
+            found[name] += family.verdicts["e01"].verdict == "worse"
+            runs[name] += runs_spent(family)
+            looks = primary_family(Comparator(three, blocked), designs[name], "e00", plan_seeds=False).looks
+            first[name] += looks[0].pairs["e01"].verdict == "worse"
+            second[name] += any(look.pairs.get("e01") and look.pairs["e01"].verdict == "worse" for look in looks[:2])
     with capsys.disabled():
-        print(
-            f"\npower, equal variances (per-seed difference SD {pair_sd}, 13 encodings, {studies} studies): "
-            f"Δ = 3 SDs at look 1 (3 seeds) {first[True] / studies:.2f} blocked / {first[False] / studies:.2f} "
-            f"per-pair; by look 2 (5 seeds) {second[True] / studies:.2f} / {second[False] / studies:.2f}; "
-            f"Δ = 1 SD over the design {rate[True]:.2f} / {rate[False]:.2f}"
-        )
-    assert rate[True] >= 2 * 0.19 and rate[True] >= 2 * rate[False] - 0.05
-    assert second[True] / studies >= 0.8
+        print(f"\npower, equal variances (per-seed difference SD {pair_sd}, 13 encodings, {studies} studies):")
+        for name in rules:
+            print(
+                f"  {name}: Δ = 3 SDs at look 1 (3 seeds) {first[name] / studies:.2f}, by look 2 (5 seeds) "
+                f"{second[name] / studies:.2f}; Δ = 1 SD over the design {found[name] / studies:.2f}, "
+                f"{runs[name] / studies:.0f} runs a study"
+            )
+    assert found["suite"] / studies >= 2 * 0.19 and second["suite"] / studies >= 0.8
+    assert found["suite"] >= 2 * found["per-pair, small |Δ|"] - 0.05 * studies
+
+
+def test_the_interval_futility_rule_stops_only_what_its_interval_shows_the_cap_cannot_decide():
+    """A pair at Δ about 0 whose seeds spread widely is not stopped at 3 seeds (its 95% interval reaches far: fox on
+    JSB, Δ +0.0047 [-0.097, +0.107], stopped under the small-|Δ| rule); the same pair with its spread measured on 8
+    seeds is; the small-|Δ| rule stops both."""
+    from pipelines.analysis.verdict import futile
+
+    rng = np.random.default_rng(48)
+    for seeds, stops in ((3, False), (8, True)):
+        stopped = 0
+        for _ in range(50):
+            evidence = simulated(rng, seeds, sds=np.full(2, 0.03))
+            evidence.values[1] += 0.001
+            pair = Comparator(evidence).pair("e01", "e00")
+            stopped += futile(pair, 10, 0.0125 / 12)
+        assert (stopped >= 40) if stops else (stopped == 0), (seeds, stopped)
 
 
 def test_a_decision_interval_excludes_zero_exactly_when_the_word_is_better_or_worse():

@@ -39,6 +39,12 @@ def test_the_default_design_looks_at_3_5_8_10_seeds_and_spends_alpha_evenly():
     assert Design.from_json(legacy).ref_rule == "unrecorded"
 
 
+# the mechanics below run on a fabricated study whose prope stops for futility on its small |Δ|: the rule of designs
+# fixed before the interval rule (pipelines.analysis.design.FUTILITY_RULES), chosen here as a design parameter; the
+# interval rule itself is tested in tests/test_moderated_simulations.py
+LEGACY = ["--futility", "small_delta"]
+
+
 def fabricated_study(root):
     """jsb at seeds 0-2: darope (the reference); nope (0.3 worse on every seed: decided at the first look); hope
     (0.001 worse, differences 0.0010, 0.0011, 0.0012: TOST shows it inside ±0.005: equivalent); prope (0.001 worse,
@@ -53,7 +59,10 @@ def fabricated_study(root):
 
 def test_plan_lists_exactly_the_runs_the_rule_calls_for(tmp_path, capsys):
     fabricated_study(tmp_path / "runs")
-    assert settle_module.main(["--domain", "jsb", "--runs", str(tmp_path / "runs"), "--ref", "darope", "--plan"]) == 0
+    assert (
+        settle_module.main([*LEGACY, "--domain", "jsb", "--runs", str(tmp_path / "runs"), "--ref", "darope", "--plan"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "looks at 3, 5, 8, 10 seeds" in out and "reference darope" in out
     verdicts = {line.split()[0]: line for line in out.splitlines() if " vs darope: " in line}
@@ -86,7 +95,7 @@ def test_settle_trains_the_called_runs_records_the_looks_and_compare_reports_the
     trained = []
     fake_run_local = fake_training(root, trained)
     monkeypatch.setattr(settle_module, "run_local", fake_run_local)
-    assert settle_module.main(["--domain", "jsb", "--runs", str(root), "--ref", "darope"]) == 0
+    assert settle_module.main([*LEGACY, "--domain", "jsb", "--runs", str(root), "--ref", "darope"]) == 0
     out = capsys.readouterr().out
     # look 1 calls for rope10k's seeds 3, 4; at look 2 its five differences (0.02 spread by seeds 0-2, then 0.02)
     # are not yet significant at 0.0125; ... until decided or the last look
@@ -105,14 +114,14 @@ def test_settle_trains_the_called_runs_records_the_looks_and_compare_reports_the
     assert rows["rope10k"]["verdict"] == final and rows["nope"]["verdict"] == "worse"
     assert rows["hope"]["verdict"] == "equivalent" and rows["hope"]["seeds"] == "3"
     assert rows["prope"]["verdict"] == "stopped" and rows["prope"]["seeds"] == "3"
-    assert "| **stopped: small \\|Δ\\|, not shown equivalent** (look 1) |" in summary  # pipes escaped in a cell
+    assert "| **stopped for futility (small \\|Δ\\|), not shown equivalent** (look 1) |" in summary  # pipes escaped
     assert int(rows["rope10k"]["seeds"]) == len(record["looks"][-1]["seeds"])
     assert float(rows["rope10k"]["verdict_alpha"]) == pytest.approx(0.0125)
     assert "## Looks (make settle)" in summary and "follow make settle's design" in summary
     looks = section(summary, "Looks (make settle)")
     assert (
-        "- look 1 at 3 seeds (alpha 0.0125, Holm over 4 pairs): worse: `nope`; equivalent: `hope`; stopped: small "
-        "|Δ|, not shown equivalent: `prope`; calls for more seeds: `rope10k`." in looks
+        "- look 1 at 3 seeds (alpha 0.0125, Holm over 4 pairs): worse: `nope`; equivalent: `hope`; stopped for "
+        "futility (small |Δ|), not shown equivalent: `prope`; calls for more seeds: `rope10k`." in looks
     )
     assert "Reference `darope`: named with `--ref` before the first look." in looks
     # rope10k's seeds 0-2 spread 0.05 apart, so the four looks never decide it: at the last no more seeds; hope and
@@ -125,7 +134,7 @@ def test_settle_trains_the_called_runs_records_the_looks_and_compare_reports_the
     assert "Status: the design's last look is reached; 1 pair stays inconclusive." in looks
     # a second settle with another design is refused: the design was fixed at the first look
     with pytest.raises(SystemExit):
-        settle_module.main(["--domain", "jsb", "--runs", str(root), "--max-seeds", "6"])
+        settle_module.main([*LEGACY, "--domain", "jsb", "--runs", str(root), "--max-seeds", "6"])
     assert "cannot change: max seeds 6 (the design has 10)" in capsys.readouterr().err
 
 
@@ -136,14 +145,14 @@ def test_record_fixes_the_design_and_records_the_look_and_a_later_settle_continu
     fabricated_study(root)
     trained = []
     monkeypatch.setattr(settle_module, "run_local", fake_training(root, trained))
-    assert settle_module.main(["--domain", "jsb", "--runs", str(root), "--ref", "darope", "--record"]) == 0
+    assert settle_module.main([*LEGACY, "--domain", "jsb", "--runs", str(root), "--ref", "darope", "--record"]) == 0
     assert trained == [] and "recorded look 1 in " in capsys.readouterr().out
     record = json.loads((root / "jsb" / "settle.json").read_text())
     assert record["design"]["looks"] == [3, 5, 8, 10] and [look["look"] for look in record["looks"]] == [1]
     assert record["next_runs"] == ["darope/seed3", "darope/seed4", "rope10k/seed3", "rope10k/seed4"]
-    assert settle_module.main(["--domain", "jsb", "--runs", str(root), "--record"]) == 0  # the same look again
+    assert settle_module.main([*LEGACY, "--domain", "jsb", "--runs", str(root), "--record"]) == 0  # the same look again
     assert json.loads((root / "jsb" / "settle.json").read_text()) == record and trained == []
-    assert settle_module.main(["--domain", "jsb", "--runs", str(root)]) == 0  # no --ref: the recorded design's
+    assert settle_module.main([*LEGACY, "--domain", "jsb", "--runs", str(root)]) == 0  # no --ref: the recorded design's
     assert trained[:4] == ["jsb/darope/seed3", "jsb/darope/seed4", "jsb/rope10k/seed3", "jsb/rope10k/seed4"]
     later = json.loads((root / "jsb" / "settle.json").read_text())
     assert later["design"] == record["design"] and later["looks"][0] == record["looks"][0]
@@ -154,12 +163,12 @@ def test_without_ref_the_design_takes_the_specs_default_never_the_best(tmp_path,
     """No --ref: the design's reference is rope10k (SPEC 3), recorded as the default, although darope scores best
     here; without a rope10k run the design is refused by name rather than choosing from the scores."""
     fabricated_study(tmp_path / "runs")
-    assert settle_module.main(["--domain", "jsb", "--runs", str(tmp_path / "runs"), "--plan"]) == 0
+    assert settle_module.main([*LEGACY, "--domain", "jsb", "--runs", str(tmp_path / "runs"), "--plan"]) == 0
     out = capsys.readouterr().out
     assert "reference rope10k" in out and "darope vs rope10k" in out
     lm_domain(tmp_path / "other", "jsb", {"darope": X, "nope": X + 0.3}, seed_step=0.01)
     with pytest.raises(SystemExit):
-        settle_module.main(["--domain", "jsb", "--runs", str(tmp_path / "other"), "--plan"])
+        settle_module.main([*LEGACY, "--domain", "jsb", "--runs", str(tmp_path / "other"), "--plan"])
     err = capsys.readouterr().err
     assert "the default reference (SPEC 3; name another with --ref) rope10k has no finished run here" in err
 
@@ -168,7 +177,7 @@ def test_plan_on_a_domain_with_tasks_lists_every_task_of_the_called_seeds(tmp_pa
     """The demo's layout: synthetic tasks, seeds 0 and 1 (the first look), rope10k best, ape_learned open."""
     synthetic_tree(tmp_path / "runs")
     (tmp_path / "runs" / "synthetic" / "reverse_string" / "rope10k" / "seed1" / "done.json").write_text("{}")
-    assert settle_module.main(["--domain", "synthetic", "--runs", str(tmp_path / "runs"), "--plan"]) == 0
+    assert settle_module.main([*LEGACY, "--domain", "synthetic", "--runs", str(tmp_path / "runs"), "--plan"]) == 0
     out = capsys.readouterr().out
     assert "looks at 2, 5, 7, 10 seeds" in out and "reference rope10k" in out
     assert ": inconclusive (look 1)" in next(line for line in out.splitlines() if "ape_learned vs rope10k" in line)
@@ -189,7 +198,7 @@ def test_settle_with_a_published_study_trains_locally_what_its_own_runs_would_ne
     export_study(tmp_path / "published_runs", ["jsb"], tmp_path / "study")
     # the fabricated manifests are not composed configs: check_joinable is tested on its own below
     monkeypatch.setattr(settle_module, "check_joinable", lambda jobs, studies: None)
-    local, args = tmp_path / "local", ["--domain", "jsb", "--ref", "darope"]
+    local, args = tmp_path / "local", [*LEGACY, "--domain", "jsb", "--ref", "darope"]
     assert settle_module.main([*args, "--runs", str(local), "--with", str(tmp_path / "study"), "--plan"]) == 0
     planned = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("  jsb/")]
     assert planned == ["jsb/darope/seed3", "jsb/darope/seed4", "jsb/rope10k/seed3", "jsb/rope10k/seed4"]
@@ -236,16 +245,16 @@ def test_settle_with_a_published_study_trains_locally_what_its_own_runs_would_ne
 
 def test_settle_with_refuses_a_local_design_other_than_the_studys(tmp_path, capsys):
     fabricated_study(tmp_path / "published_runs")
-    assert settle_module.main(["--domain", "jsb", "--runs", str(tmp_path / "published_runs"), "--plan"]) == 0
+    assert settle_module.main([*LEGACY, "--domain", "jsb", "--runs", str(tmp_path / "published_runs"), "--plan"]) == 0
     (tmp_path / "published_runs" / "jsb" / "settle.json").write_text(
-        json.dumps({"design": Design.grow([0, 1, 2], 10, ref="darope").to_json(), "looks": []})
+        json.dumps({"design": Design.grow([0, 1, 2], 10, ref="darope", futility="small_delta").to_json(), "looks": []})
     )
     export_study(tmp_path / "published_runs", ["jsb"], tmp_path / "study")
     local = tmp_path / "local" / "jsb"
     local.mkdir(parents=True)
     (local / "settle.json").write_text(json.dumps({"design": Design.grow([0, 1, 2], 6, ref="darope").to_json()}))
     with pytest.raises(SystemExit):
-        settle_module.main(["--domain", "jsb", "--runs", str(local.parent), "--with", str(tmp_path / "study")])
+        settle_module.main([*LEGACY, "--domain", "jsb", "--runs", str(local.parent), "--with", str(tmp_path / "study")])
     err = capsys.readouterr().err
     assert f"{local / 'settle.json'}: another make-settle design than the study's" in err
 
@@ -259,7 +268,17 @@ def test_settle_with_refuses_before_training_a_run_the_study_would_not_take(tmp_
     with_composed_configs(tmp_path / "published_runs")
     export_study(tmp_path / "published_runs", ["jsb"], tmp_path / "study")
     cfg = compose_config(["domain=jsb", "preset=tiny", "pe=darope", "seed=0"])
-    args = ["--domain", "jsb", "--runs", str(tmp_path / "local"), "--with", str(tmp_path / "study"), "--ref", "darope"]
+    args = [
+        *LEGACY,
+        "--domain",
+        "jsb",
+        "--runs",
+        str(tmp_path / "local"),
+        "--with",
+        str(tmp_path / "study"),
+        "--ref",
+        "darope",
+    ]
     assert settle_module.main([*args, "--plan"]) == 0
     assert "plan: the next look needs 4 runs" in capsys.readouterr().out
     with pytest.raises(SystemExit):
@@ -282,7 +301,9 @@ def test_an_encoding_joining_a_designed_study_keeps_the_studys_verdicts_and_gets
     look: a fixed-sample comparison; at 3 seeds: a family of its own over the same looks), and settle --with
     offers to train the seeds its next look needs."""
     fabricated_study(tmp_path / "published_runs")
-    design = Design.grow([0, 1, 2], 10, ref="darope", encodings=("hope", "nope", "prope", "rope10k"))
+    design = Design.grow(
+        [0, 1, 2], 10, ref="darope", encodings=("hope", "nope", "prope", "rope10k"), futility="small_delta"
+    )
     (tmp_path / "published_runs" / "jsb" / "settle.json").write_text(json.dumps({"design": design.to_json()}))
     export_study(tmp_path / "published_runs", ["jsb"], tmp_path / "study")
     alone = ["--runs", str(tmp_path / "none"), "--out", str(tmp_path / "alone"), "--with", str(tmp_path / "study")]
@@ -316,7 +337,7 @@ def test_an_encoding_joining_a_designed_study_keeps_the_studys_verdicts_and_gets
     assert "Encodings that joined the study after its design was fixed" in looks
     # settle --with offers the seeds alibi's first look lacks, beside the study's own next runs
     monkeypatch.setattr(settle_module, "check_joinable", lambda jobs, studies: None)  # fabricated manifests
-    args = ["--domain", "jsb", "--runs", str(tmp_path / "local"), "--with", str(tmp_path / "study"), "--plan"]
+    args = [*LEGACY, "--domain", "jsb", "--runs", str(tmp_path / "local"), "--with", str(tmp_path / "study"), "--plan"]
     assert settle_module.main(args) == 0
     planned = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("  jsb/")]
     assert [label for label in planned if "/alibi/" in label] == [f"jsb/alibi/seed{s}" for s in range(len(seeds), 3)]
@@ -332,7 +353,7 @@ def test_the_command_that_fixed_a_design_continues_it_where_its_looks_collapsed(
     root = tmp_path / "runs"
     lm_domain(root, "jsb", {"darope": X, "rope10k": X + 0.02}, seeds=tuple(range(seeds)), seed_step=0.05)
     monkeypatch.setattr(settle_module, "run_local", fake_training(root, []))
-    command = ["--domain", "jsb", "--runs", str(root), "--ref", "darope", "--max-seeds", str(max_seeds)]
+    command = [*LEGACY, "--domain", "jsb", "--runs", str(root), "--ref", "darope", "--max-seeds", str(max_seeds)]
     assert settle_module.main(command) == 0
     assert json.loads((root / "jsb" / "settle.json").read_text())["design"]["looks"] == looks
     capsys.readouterr()
@@ -346,7 +367,7 @@ def test_the_command_that_fixed_a_design_continues_it_where_its_looks_collapsed(
 def test_settle_with_one_encoding_says_there_is_nothing_to_compare(tmp_path, capsys):
     lm_domain(tmp_path / "runs", "jsb", {"rope10k": X})
     with pytest.raises(SystemExit) as exit_:
-        settle_module.main(["--domain", "jsb", "--runs", str(tmp_path / "runs")])
+        settle_module.main([*LEGACY, "--domain", "jsb", "--runs", str(tmp_path / "runs")])
     assert exit_.value.code == 1
     assert "jsb: one encoding (rope10k) has finished runs: nothing to compare" in capsys.readouterr().err
     assert not (tmp_path / "runs" / "jsb" / "settle.json").exists()
@@ -357,13 +378,13 @@ def test_encodings_settles_those_encodings_against_the_reference_and_refuses_wit
     left out; where the default reference has no run, the command is refused by name rather than darope (or
     another listed encoding) becoming the reference."""
     fabricated_study(tmp_path / "runs")
-    command = ["--domain", "jsb", "--runs", str(tmp_path / "runs"), "--plan"]
+    command = [*LEGACY, "--domain", "jsb", "--runs", str(tmp_path / "runs"), "--plan"]
     assert settle_module.main([*command, "--encodings", "darope"]) == 0
     out = capsys.readouterr().out
     assert "reference rope10k" in out and " darope vs rope10k: " in out
     assert [line.split()[0] for line in out.splitlines() if " vs " in line] == ["darope"]
     lm_domain(tmp_path / "other", "jsb", {"darope": X, "nope": X + 0.3}, seed_step=0.01)
-    command = ["--domain", "jsb", "--runs", str(tmp_path / "other"), "--plan", "--encodings", "nope"]
+    command = [*LEGACY, "--domain", "jsb", "--runs", str(tmp_path / "other"), "--plan", "--encodings", "nope"]
     with pytest.raises(SystemExit):
         settle_module.main(command)
     assert (
@@ -394,7 +415,7 @@ def test_a_settle_waiting_for_another_processs_runs_sleeps_between_looks(tmp_pat
     monkeypatch.setattr(settle_module, "run_local", held_elsewhere)
     monkeypatch.setattr(time, "sleep", slept.append)
     with pytest.raises(Stop):
-        settle_module.main(["--domain", "jsb", "--runs", str(tmp_path / "runs"), "--ref", "darope"])
+        settle_module.main([*LEGACY, "--domain", "jsb", "--runs", str(tmp_path / "runs"), "--ref", "darope"])
     assert len(calls) == 3 and len(slept) == 2  # a sleep between each two looks
     assert slept == [settle_module.WAIT_SECONDS] * 2 and settle_module.WAIT_SECONDS >= 10
     assert (
@@ -406,7 +427,7 @@ def test_a_settle_waiting_for_another_processs_runs_sleeps_between_looks(tmp_pat
 def test_plan_estimates_a_runs_wall_time_with_its_process_start_up(tmp_path, capsys):
     """A run of 1 s of training whose process ran 12 s (its log's start to done.json): the plan says 12 s a run."""
     fabricated_study(tmp_path / "runs")
-    command = ["--domain", "jsb", "--runs", str(tmp_path / "runs"), "--ref", "darope", "--plan"]
+    command = [*LEGACY, "--domain", "jsb", "--runs", str(tmp_path / "runs"), "--ref", "darope", "--plan"]
     for manifest in (tmp_path / "runs").glob("jsb/*/seed*/manifest.json"):
         manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "train_seconds_this_process": 1.0}))
     assert settle_module.main(command) == 0

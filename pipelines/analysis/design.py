@@ -11,8 +11,9 @@
   whatever the correlation between looks;
 - at look k, Holm at alpha_k over the pairs still open (a pair decided at an earlier look keeps its verdict and
   leaves the family); a rejected pair is `better` or `worse`; a pair whose TOST rejects |Δ| >= r at alpha_k is
-  `equivalent`; an open pair with |Δ| inside the region is `stopped` (a futility stop: small |Δ|, not shown
-  equivalent); the others are `inconclusive` and
+  `equivalent`; an open pair is `stopped` for futility by the design's rule (FUTILITY_RULES: by default when its
+  conditional power at the cap would stay below 0.1 even at its 95% interval's far end; in designs recorded before
+  that rule, when |Δ| is inside the region); the others are `inconclusive` and
   get the next look's seeds (their encoding and the reference), or stay inconclusive at the design's last look;
 - each pair's seed variance borrows strength from the look's other encodings (the blocked analysis,
   pipelines.analysis.moderated) where its rules allow.
@@ -48,6 +49,15 @@ REF_RULES = {
 }
 
 
+# how an open pair stops for futility (Design.futility), as the reports say it
+FUTILITY_RULES = {
+    "interval": "conditional power at the cap below 0.1 even if the true Δ were the end of its 95% interval farthest "
+    "from 0",
+    "small_delta": "|Δ| inside the region of practical equivalence (a point estimate: the rule of designs fixed "
+    "before the interval rule, kept for them because their looks called for runs under it)",
+}
+
+
 @dataclass(frozen=True)
 class Design:
     """Looks at looks[k] seeds per encoding (the first looks[k] of `seeds`), alpha spent alpha / K per look."""
@@ -61,8 +71,12 @@ class Design:
     # (empty, in designs written before they were recorded: every encoding holding the first look's seeds)
     encodings: tuple[str, ...] = ()
     ref_rule: str = "given"  # how `ref` was chosen: a key of REF_RULES
+    # the futility rule, fixed with the design (it decides which runs each look calls for): a key of FUTILITY_RULES
+    futility: str = "interval"
 
     def __post_init__(self) -> None:
+        if self.futility not in FUTILITY_RULES:
+            raise ValueError(f"a design's futility must be one of {', '.join(FUTILITY_RULES)}, got {self.futility!r}")
         if self.ref_rule not in REF_RULES:
             raise ValueError(f"a design's ref_rule must be one of {', '.join(REF_RULES)}, got {self.ref_rule!r}")
         if not self.sequential:
@@ -110,6 +124,7 @@ class Design:
             "ref_rule": self.ref_rule,
             "encodings": list(self.encodings),
             "spending": "linear: alpha k / K by look k (AdaStop); Holm within a look; Bonferroni over looks",
+            "futility": self.futility,
         }
 
     @classmethod
@@ -121,6 +136,8 @@ class Design:
             data.get("ref"),
             encodings=tuple(data.get("encodings") or ()),
             ref_rule=data.get("ref_rule", "unrecorded"),
+            # a design recorded before the rule was: its looks called for runs under the small-|Δ| stop
+            futility=data.get("futility", "small_delta"),
         )
 
 

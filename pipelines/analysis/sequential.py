@@ -28,6 +28,7 @@ from pipelines.analysis.verdict import (
     PairVerdict,
     compare_pair,
     conditional_power,
+    futile,
     seeds_needed,
     variance_components,
     verdict_word,
@@ -210,10 +211,11 @@ def family_over(
                 # planning: the power at the cap if the current estimate were true, at the first Holm level
                 power = conditional_power(pair, design.looks[-1], design.level / len(decided))
                 pair = replace(pair, conditional_power=power)
-                # futility: small |Δ|, not shown equivalent. A stop on this conditional power below 0.1 instead was
-                # simulated: it cut the design's power against one per-seed SD from 0.46 to 0.32 (tests/
-                # test_moderated_simulations.py), so it is the planning figure, not the rule
-                if not last and abs(pair.delta) < pair.region:
+                if design.futility == "small_delta":
+                    stop = abs(pair.delta) < pair.region
+                else:
+                    stop = futile(pair, design.looks[-1], design.level / len(decided))
+                if not last and stop:
                     pair = replace(pair, verdict="stopped", seeds_needed=None)
             final[pair.a] = pair
         look = Look(k + 1, tuple(seeds or ev.seeds), design.level, {b: final[b] for b in family})

@@ -51,7 +51,13 @@ MAX_SEEDS_NEEDED = 1000  # beyond this, seeds_needed reports "more than" this
 
 VERDICTS = ("better", "worse", "equivalent", "stopped", "inconclusive")
 DECIDED = ("better", "worse")  # a difference shown: the pair leaves the family at later looks
-STOPPED_WORDS = "stopped: small |Δ|, not shown equivalent"  # how reports spell a futility stop
+FUTILITY_POWER = 0.1  # futility: conditional power at the cap below this, even at the interval's far end
+STOPPED_WORDS = "stopped for futility, not shown equivalent"  # how reports spell a futility stop
+# ... and under each futility rule of a design (pipelines.analysis.design.FUTILITY_RULES)
+STOPPED_BY = {
+    "small_delta": "stopped for futility (small |Δ|), not shown equivalent",
+    "interval": "stopped for futility (the cap would not decide it), not shown equivalent",
+}
 
 
 # ------------------------------------------------------------------------------------------ the statistics
@@ -335,7 +341,7 @@ def _pooled_sd(a: np.ndarray, b: np.ndarray) -> float:
     return math.sqrt(((a.size - 1) * a.var(ddof=1) + (b.size - 1) * b.var(ddof=1)) / (a.size + b.size - 2))
 
 
-def conditional_power(pair: PairVerdict, cap: int, alpha: float) -> float:
+def conditional_power(pair: PairVerdict, cap: int, alpha: float, effect: float | None = None) -> float:
     """Planning, not evidence: the power of the test at `cap` seeds (two-sided, at `alpha`) given the seeds so far,
     if the true Δ were the current estimate and the seed SD the current one (the 'current trend'). With n seeds
     now and the N - n to come drawing a mean difference of Δ, the final mean is Δ on N seeds, and the test rejects
@@ -345,12 +351,24 @@ def conditional_power(pair: PairVerdict, cap: int, alpha: float) -> float:
     CP = Phi((N Δ - c sd sqrt N) / (sd sqrt(N - n))) + Phi((-N Δ - c sd sqrt N) / (sd sqrt(N - n)))."""
     n = len(pair.seeds_a)
     sd, delta = pair.seed_sd, pair.delta
+    theta = delta if effect is None else effect  # the mean difference the seeds to come are drawn with
     if not (pair.paired and math.isfinite(sd) and sd > 0 and cap > n):
         return math.nan
     c = float(special.ndtri(1 - alpha / 2))
     spread = sd * math.sqrt(cap - n)
     edge = c * sd * math.sqrt(cap)
-    return float(special.ndtr((cap * delta - edge) / spread) + special.ndtr((-cap * delta - edge) / spread))
+    final = n * delta + (cap - n) * theta
+    return float(special.ndtr((final - edge) / spread) + special.ndtr((-final - edge) / spread))
+
+
+def futile(pair: PairVerdict, cap: int, alpha: float) -> bool:
+    """Futility on an interval: even if the true Δ were the end of the pair's 95% interval farthest from 0, the
+    test at the cap would decide it with conditional power below FUTILITY_POWER. (A stop on the current estimate's
+    conditional power cut the design's power against one per-seed SD from 0.46 to 0.32 in simulation; the old rule,
+    |Δ| inside the region, stopped on a point estimate whatever its interval.)"""
+    far = pair.ci_hi if abs(pair.ci_hi) >= abs(pair.ci_lo) else pair.ci_lo
+    power = conditional_power(pair, cap, alpha, effect=far)
+    return math.isfinite(power) and power < FUTILITY_POWER
 
 
 def verdict_word(pair: PairVerdict, p_holm: float, alpha: float) -> str:

@@ -8,7 +8,7 @@ import math
 from pipelines.analysis.results import DomainResult
 from pipelines.analysis.sequential import FamilyResult
 from pipelines.analysis.stats import PairedResult
-from pipelines.analysis.verdict import LEVEL, POWER, STOPPED_WORDS, PairVerdict
+from pipelines.analysis.verdict import LEVEL, POWER, STOPPED_BY, STOPPED_WORDS, PairVerdict
 from pipelines.report.markdown import bold_if, markdown_table
 
 PAPER_COLUMN = "paper 000 C.2: p (Holm), per example, conditional on the trained models"
@@ -73,7 +73,7 @@ def verdict_label(pair: PairVerdict, family: FamilyResult | None) -> str:
         return f"**open** ({pair.scope})"
     designed = family is not None and family.design.sequential
     if word == "stopped":
-        word = STOPPED_WORDS
+        word = STOPPED_BY[family.design.futility] if designed else STOPPED_WORDS
     elif word == "inconclusive" and designed and pair.look == len(family.design.looks):
         word = "inconclusive at the cap"
     text = f"**{word}**" + (f" (look {pair.look})" if designed and pair.look else "")
@@ -289,7 +289,12 @@ def looks_section(result: DomainResult) -> list[str]:
     lines = ["## Looks (make settle)", "", f"Reference `{family.ref}`: {verdicts.ref_note}.", ""]
     for look in family.looks:
         here = {name: pair for name, pair in look.pairs.items() if pair.look == look.number}
-        words = {"better": "better", "worse": "worse", "equivalent": "equivalent", "stopped": STOPPED_WORDS}
+        words = {
+            "better": "better",
+            "worse": "worse",
+            "equivalent": "equivalent",
+            "stopped": STOPPED_BY[family.design.futility],
+        }
         decided = {label: [n for n, p in here.items() if p.verdict == w] for w, label in words.items()}
         text = "; ".join(f"{w}: {', '.join(f'`{n}`' for n in names)}" for w, names in decided.items() if names)
         if look.number < last:
