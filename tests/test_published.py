@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import math
+import re
 import shutil
 
 import numpy as np
@@ -28,7 +29,7 @@ from pipelines.runs.published_format import StudyError, example_file
 from pipelines.runs.published_join import join
 from pipelines.runs.published_read import read_study
 from tests.run_fixtures import edit_study_file, lm_domain, read_csv, with_composed_configs
-from tests.sample_fixtures import SAMPLES
+from tests.sample_fixtures import REPO, SAMPLES
 
 X = np.array([0.2, 1.4, 0.6, 2.5, 1.0, 0.8])
 NOPE_EXAMPLES = example_file("nope")  # per_example/nope.csv.gz: the per-example rows of nope's runs
@@ -606,3 +607,32 @@ def test_the_published_maestro_study_scores_the_whole_protocol_test_split_and_to
     cfg = compose_config(["domain=maestro", "preset=cpu", "pe=hope", "seed=5"])
     mine = fixed_properties({"config": OmegaConf.to_container(cfg, resolve=True), "data_hashes": {}})
     assert {**mine, **{k: v for k, v in fixed.items() if k.startswith("data_hashes.")}} == fixed
+
+
+MACHINE_PATH = re.compile(r"(?<![\w.~])/(?:work|tmp|home|root|Users|mnt|var|opt|srv|private|scratch)/")
+
+
+def _strings(value):
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, str):
+        yield value
+
+
+def test_no_published_file_names_a_machine_path():
+    """Every file of every published study: no JSON string of its evidence is an absolute path, and no text names a
+    machine's folders (a published study must not depend on where it was built)."""
+    offenders = []
+    for path in sorted(p for p in (REPO / "docs" / "results").rglob("*") if p.is_file()):
+        if path.suffix == ".png":
+            continue
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        text = data.decode("utf-8", errors="replace")
+        if path.name == "runs.json.gz":
+            offenders += [f"{path}: {s}" for s in _strings(json.loads(text)) if s.startswith("/")][:3]
+        offenders += [f"{path}: ...{text[m.start() - 20 : m.end() + 30]}..." for m in MACHINE_PATH.finditer(text)][:3]
+    assert not offenders, "\n".join(offenders[:20])

@@ -62,6 +62,24 @@ class StudyExport:
         return [label for labels in self.study["domains"].values() for label in labels]
 
 
+def location_free(value, roots: tuple[str, ...]):
+    """`value` with every path under one of the absolute `roots` (the runs folder the run was trained in, the one it
+    is published from) written relative to it, the root itself as ".": a published study names no machine's
+    folders and does not depend on where it was built."""
+    if isinstance(value, dict):
+        return {key: location_free(item, roots) for key, item in value.items()}
+    if isinstance(value, list):
+        return [location_free(item, roots) for item in value]
+    if isinstance(value, str):
+        for root in roots:
+            if root.startswith("/") and root != "/":
+                if value == root:
+                    return "."
+                if value.startswith(root.rstrip("/") + "/"):
+                    return value[len(root.rstrip("/")) + 1 :]
+    return value
+
+
 def collect_study(runs_root: Path, domains: list[str], tolerance: float = TOLERANCE) -> StudyExport:
     """The study of every finished run of `domains` under `runs_root`, in memory; StudyError naming the run when
     runs of one group differ in what a comparison holds fixed, and naming the domain when it has no finished run."""
@@ -76,11 +94,15 @@ def collect_study(runs_root: Path, domains: list[str], tolerance: float = TOLERA
         domain_runs[domain] = [run.label for run in runs]
         for run in runs:
             manifest = read_run_json(run, run.path / MANIFEST)
-            records[run.label] = {
-                "manifest": manifest,
-                "summary": read_run_json(run, summary_path(run.path)),
-                "done": without(read_run_json(run, run.path / DONE), ("published", "published_run")),
-            }
+            roots = (str(Path(runs_root).resolve()), str(manifest.get("config", {}).get("runs_root", "")))
+            records[run.label] = location_free(
+                {
+                    "manifest": manifest,
+                    "summary": read_run_json(run, summary_path(run.path)),
+                    "done": without(read_run_json(run, run.path / DONE), ("published", "published_run")),
+                },
+                roots,
+            )
             examples.setdefault(run.key.encoding, []).extend(
                 [run.label, split, *row] for split, row_list in metric_rows(run, "per_example") for row in row_list
             )
