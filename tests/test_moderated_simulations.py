@@ -270,3 +270,33 @@ def test_conditional_power_agrees_with_a_simulated_continuation():
     rest = rng.normal(delta, sd, (400_000, cap - n)).sum(axis=1)
     simulated_power = np.mean(np.abs(n * delta + rest) > c * sd * math.sqrt(cap))
     assert conditional_power(pair, cap, alpha) == pytest.approx(simulated_power, abs=0.004)
+
+
+@pytest.mark.slow
+def test_encodings_joining_a_designed_study_spend_one_budget_as_they_grow(capsys):
+    """Three equal encodings join a designed study (13 encodings, looks at 3, 5, 8, 10 seeds) and grow seed by seed
+    from 1 to 10: a `better` or `worse` for any of them at any stage is a family-wise error. Below the first look they
+    get no verdict word, so the joined family's looks are its only tests (the provisional fixed-sample comparison
+    they had before spent a second 0.05: 0.100 by the independent audit)."""
+    from pipelines.analysis.sequential import joined_verdicts
+
+    rng = np.random.default_rng(49)
+    family = tuple(f"e{i:02d}" for i in range(1, 13))
+    design = Design.grow([0, 1, 2], 10, ref="e00", ref_rule="default", encodings=family)
+    newcomers = ["e13", "e14", "e15"]
+    studies, errors = 400, 0
+    for _ in range(studies):
+        full = simulated(rng, 10, sds=np.full(16, 0.01))
+        wrong = False
+        for held in (1, 2, 3, 5, 8, 10):
+            values = full.values.copy()
+            values[13:, held:] = np.nan  # the newcomers hold their first `held` seeds
+            ev = Evidence(full.domain, full.metric, full.encodings, full.seeds, full.example_ids, values, "example")
+            joined, provisional = joined_verdicts(Comparator(ev), design, "e00", newcomers)
+            pairs = [*(joined.verdicts.values() if joined else []), *provisional.values()]
+            wrong |= any(pair.verdict in ("better", "worse") for pair in pairs)
+        errors += wrong
+    rate = errors / studies
+    with capsys.disabled():
+        print(f"\njoined encodings grown from 1 to 10 seeds ({studies} studies): family-wise error {rate:.3f}")
+    assert rate <= monte_carlo_bound(0.05, studies)
