@@ -80,7 +80,7 @@ def test_compare_lm_domain_end_to_end(tmp_path):
     markdown = summary.read_text()
     assert f"**{avg['rope10k'].mean():.4f}**" in markdown
     assert f"**{avg['nope'].mean():.4f}**" not in markdown
-    nope_line = next(line for line in markdown.splitlines() if "`nope`" in line)
+    nope_line = next(line for line in markdown.splitlines() if line.startswith("|") and "`nope`" in line)
     assert f"{test.pvalue:.3g}" in nope_line and f"{seed_test.pvalue:.3g}" in nope_line
     # two seeds: the seed-level test cannot separate them at 0.05 though the per-example one does
     assert (seed_test.pvalue > 0.05) == (nope["verdict"] == "inconclusive")

@@ -105,7 +105,7 @@ def test_a_failed_and_an_unfinished_seed_leave_that_encoding_with_the_seeds_it_f
     table = section(summary, "Test results by domain and encoding")
     assert f"| `darope` (ref) | **{JSB['darope'].mean():.4f} ± " in table and " (3 seeds) |" in table
     assert all("(2 seeds)" in line for line in table.splitlines() if line.startswith(("| `hope`", "| `nope`")))
-    top = summary.split("## ", 1)[0]
+    top = summary.split("## Test results by domain and encoding", 1)[0]  # the answer, then the notes on the evidence
     note = "seeds 1, 2 were not finished by every encoding"
     assert note in top and "each pair is compared on the seeds both finished" in top
     per_domain = (tmp_path / "results" / "jsb" / "summary.md").read_text()
@@ -280,8 +280,8 @@ def test_each_domain_summary_states_what_its_numbers_rest_on_above_its_table(tmp
     text = compare(tmp_path / "runs", "jsb", tmp_path / "out", ref="darope").read_text()
     line = (
         "Preset `tiny`; N = 5 test examples; seeds 0, 1, 2; reference `darope`; 95% within-example intervals "
-        "(Cousineau's normalisation with Morey's correction); seed-level tests against `darope`, Holm-corrected "
-        "over 2 baselines (the verdict); paper 000 C.2's per-example tests beside them."
+        "(Cousineau's normalisation with Morey's correction); seed-level tests against `darope`, Holm over the 2 "
+        "baselines: family-wise error at most 0.05 (the verdict); paper 000 C.2's per-example tests beside them."
     )
     assert line in text.splitlines() and text.index(line) < text.index("| rank |")
     synthetic_tree(tmp_path / "synthetic_runs")

@@ -27,7 +27,7 @@ from pipelines.runs.layout import TRAIN_METRICS, RunFolder, RunKey
 from pipelines.runs.metrics import RunFileError
 from pipelines.runs.train_log import read_training_curves
 from tests.browser import browser, open_page, why_no_browser
-from tests.run_fixtures import lm_domain, study, write_csv
+from tests.run_fixtures import lm_domain, section, study, write_csv
 from tests.test_study import _study_tree
 
 REPO = Path(__file__).resolve().parents[1]
@@ -389,3 +389,24 @@ def test_training_curves_are_read_once_and_a_damaged_log_is_named(tmp_path):
     with pytest.raises(RunFileError, match=r"logs/metrics.csv: data row 1: train/loss 'oops' is not a number"):
         read_training_curves(damaged)
     assert read_training_curves(RunFolder(run.key, tmp_path / "elsewhere")) is None  # no log: a published run
+
+
+PUBLISHED = sorted(path.parent for path in (REPO / "docs" / "results").glob(f"*/{INDEX}"))
+
+
+@needs_browser
+@pytest.mark.parametrize("folder", PUBLISHED, ids=[folder.name for folder in PUBLISHED])
+@pytest.mark.parametrize("width", [1280, 390])
+def test_each_published_page_opens_with_its_answer_the_same_as_summary_md(folder, width, chromium):
+    """A reader's first screen holds the answer block, at a laptop's and a phone's width, and it says what summary.md's
+    `The answer` says, domain by domain (one function renders both)."""
+    page, log = open_page(chromium, folder / INDEX, width=width)
+    _assert_clean(log)
+    answers = page.eval_on_selector_all("#answer p.answer", "ps => ps.map(p => [p.dataset.domain, p.innerText])")
+    markdown = section((folder / "summary.md").read_text(), "The answer")
+    expected = [line for line in markdown.splitlines() if line.startswith("**")]
+    assert answers and len(answers) == len(expected)
+    for (domain, text), line in zip(answers, expected, strict=True):
+        assert line.startswith(f"**{domain}**") and text == line.replace("**", "").replace("`", "")
+    top = page.eval_on_selector("#answer", "e => e.getBoundingClientRect().top")
+    assert top < page.viewport_size["height"] / 2, f"the answer starts {top:.0f} px down"

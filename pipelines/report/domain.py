@@ -21,6 +21,7 @@ import numpy as np
 from domains.atomic import write_text
 from pipelines.analysis.results import TEST_SPLIT, Cell, DomainResult, TaskTable
 from pipelines.analysis.stats import mean_rank
+from pipelines.report.answer import answer_text
 from pipelines.report.figures import plot_accuracy, plot_extrapolation, plot_nll, plot_nll_by_position
 from pipelines.report.files import publish, write_csv
 from pipelines.report.markdown import bold_if, fmt_mean_rank, markdown_table, missing_section
@@ -273,6 +274,8 @@ def _per_example_markdown(result: DomainResult, rows: list[dict]) -> str:
     lines = [
         f"# {result.domain}: test NLL by encoding",
         "",
+        answer_text(result),
+        "",
         *([note, ""] if note else []),
         "Test NLL in nats over the encoding's own finished seeds (each test example's mean NLL averaged over them, "
         "then over the examples; a descriptive figure: encodings with other seeds are not compared by it). The "
@@ -353,6 +356,8 @@ def _per_task_markdown(result: DomainResult) -> str:
     note = left_out_note(result)
     lines = [
         f"# {result.domain}: token accuracy by task and encoding",
+        "",
+        answer_text(result),
         "",
         *([note, ""] if note else []),
         evidence_line(result),

@@ -29,6 +29,7 @@ import gzip
 import html
 import json
 import math
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -37,6 +38,7 @@ import jinja2
 import vl_convert
 
 from pipelines.analysis.study import Study
+from pipelines.report.answer import answer_text
 from pipelines.report.page_charts import Colours, forest_spec, position_specs, run_specs, variance_spec, window_specs
 from pipelines.report.page_runs import RUN_DETAIL_LEVELS, run_records
 from pipelines.report.page_tables import (
@@ -153,6 +155,11 @@ def code_spans(text: str) -> str:
     return "".join(f"<code>{html.escape(part)}</code>" if i % 2 else html.escape(part) for i, part in enumerate(parts))
 
 
+def markdown_spans(text: str) -> str:
+    """code_spans, and `**x**` as <strong>: the answer block's markdown as HTML."""
+    return re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", code_spans(text))
+
+
 def _packed_json(value) -> str:
     """JSON, gzipped (no timestamp: the same study gives the same page) and base64-encoded, for a script element the
     page inflates with the browser's DecompressionStream: manifests and curves repeat themselves, and a study of
@@ -200,10 +207,12 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
         lstrip_blocks=True,
     )
     environment.filters["code_spans"] = code_spans
+    environment.filters["markdown_spans"] = markdown_spans
     template = environment.get_template("study.html.j2")
     fixed = dict(  # what does not depend on the detail per run: computed once, whatever the level
         links=links,
         domains=[result.domain for result in study.results],
+        answers=[{"domain": result.domain, "text": answer_text(result)} for result in study.results],
         leaderboard_columns=LEADERBOARD_COLUMNS,
         leaderboard=leaderboard_rows(study, summary),
         mean_rank_columns=MEAN_RANK_COLUMNS,

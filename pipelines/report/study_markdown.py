@@ -12,6 +12,7 @@ import numpy as np
 from pipelines.analysis.paper import PAPER_NLL, PAPER_PRESET
 from pipelines.analysis.results import DomainResult
 from pipelines.analysis.study import AT_CHANCE, Study
+from pipelines.report.answer import answer_text
 from pipelines.report.domain import EXTRAPOLATION_FIGURE, INTERVAL_METHOD, left_out_note, paired_tests_note
 from pipelines.report.markdown import bold_if, fmt_mean_rank, markdown_table, missing_section
 from pipelines.report.verdicts import MARKS_RULE, marks
@@ -33,6 +34,9 @@ def study_markdown(study: Study, figures: list[str], extrapolation: list[dict]) 
         f"per-domain reports: {', '.join(f'`{d}/summary.md`' for d in study.domains)}; figures: "
         f"{', '.join(f'`{name}`' for name in figures)}.",
         "",
+        "## The answer",
+        "",
+        *[line for result in study.results for line in (answer_text(result), "")],
         *unfinished,
         *([""] if unfinished else []),
         *[f"- {note}" for note in incomplete],

@@ -1,0 +1,67 @@
+"""The answer a reader came for, first: per domain, what is shown better or worse than the reference (at what level,
+on how many seeds), what is equivalent or stopped, what is still open and what the next look needs. One function of
+the domain's verdicts; summary.md, each domain's summary.md and the study page print the same text."""
+
+from __future__ import annotations
+
+from pipelines.analysis.results import DomainResult
+from pipelines.analysis.verdict import PairVerdict
+
+
+def _names(pairs: list[PairVerdict], with_seeds: bool = True) -> str:
+    def one(pair: PairVerdict) -> str:
+        look = f"look {pair.look}, " if pair.look else ""
+        return f"`{pair.a}` ({look}{len(pair.seeds_a)} seeds)" if with_seeds else f"`{pair.a}`"
+
+    return ", ".join(one(pair) for pair in sorted(pairs, key=lambda p: (p.look or 0, p.a)))
+
+
+def answer_text(result: DomainResult) -> str:
+    """One paragraph of markdown: the domain's verdicts against its reference, in the order a reader asks."""
+    verdicts = result.verdicts
+    if verdicts is None or verdicts.family is None or verdicts.ref is None:
+        why = (verdicts.no_tests_reason if verdicts else None) or result.no_tests_reason or "no paired tests"
+        return f"**{result.domain}**: {why}"
+    ref, design = verdicts.ref, verdicts.family.design
+    every = verdicts.verdicts()
+    joined = set(verdicts.joined.verdicts) if verdicts.joined else set()
+    provisional = set(verdicts.provisional)
+    by_word: dict[str, list[PairVerdict]] = {}
+    for name, pair in every.items():
+        if name in provisional:
+            continue
+        capped = design.sequential and pair.verdict == "inconclusive" and pair.look == len(design.looks)
+        key = "capped" if capped else pair.verdict
+        by_word.setdefault(key, []).append(pair)
+    better, worse = by_word.get("better", []), by_word.get("worse", [])
+    level = (
+        f"alpha {design.level:.4g} a look, Holm within each look" if design.sequential else f"Holm at {design.alpha:g}"
+    )
+    chosen = ", chosen from the data at the first look" if design.ref_rule == "data" else ""
+    parts = [
+        f"**{result.domain}** (reference `{ref}`{chosen}, {len(every)} encodings against it; {level}): "
+        + (f"better than `{ref}`: {_names(better)}" if better else f"no encoding shown better than `{ref}`"),
+        f"worse: {_names(worse)}" if worse else "none shown worse",
+    ]
+    if by_word.get("equivalent"):
+        parts.append(f"equivalent (within ±{result.metric.equivalence:g}): {_names(by_word['equivalent'], False)}")
+    if by_word.get("stopped"):
+        parts.append(f"stopped for futility: {_names(by_word['stopped'], False)}")
+    if by_word.get("capped"):
+        parts.append(f"inconclusive at the design's cap ({design.looks[-1]} seeds): {_names(by_word['capped'], False)}")
+    still = [pair for pair in by_word.get("inconclusive", []) if pair.a not in joined]
+    if still:
+        parts.append(f"open: {_names(still, False)}")
+    open_joined = [pair for pair in by_word.get("inconclusive", []) if pair.a in joined]
+    if open_joined:
+        looks = sorted({pair.look for pair in open_joined if pair.look})
+        at = f" at look {', '.join(map(str, looks))} of {len(design.looks)}" if looks else ""
+        parts.append(f"{len(open_joined)} joined encoding{'s' * (len(open_joined) > 1)} open{at}")
+    if provisional:
+        parts.append(f"{len(provisional)} below the design's first look (no verdict yet)")
+    runs = verdicts.next_runs
+    if runs:
+        parts.append(f"the next look needs {len(runs)} runs")
+    elif design.sequential:
+        parts.append("nothing left to train under the design")
+    return "; ".join(parts) + "."
