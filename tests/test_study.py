@@ -377,8 +377,8 @@ def test_study_friedman_seed_spread_extrapolation_and_missing_runs(tiny_study):
     jsb = seeds.split("### jsb", 1)[1].split("###", 1)[0]
     assert "| encoding | seed 0 | seed 1 | seed 2 | seed SD | matched Δ to darope | verdict |" in jsb
     assert "| `darope` | 0.6500 | 0.7000 | 0.7500 | 0.0500 | reference |  |" in jsb
-    assert "| `hope` | 0.6000 | 0.8000 | 1.0000 | 0.2000 | +0.1000 | inconclusive |" in jsb
-    assert "| `nope` | 1.6600 | 1.7100 | 1.7600 | 0.0500 | +1.0100 | worse |" in jsb
+    assert "| `hope` | 0.6000 | 0.8000 | 1.0000 | 0.2000 | +0.1000 | **inconclusive** |" in jsb
+    assert "| `nope` | 1.6600 | 1.7100 | 1.7600 | 0.0500 | +1.0100 | **worse** |" in jsb
     synthetic = seeds.split("### synthetic", 1)[1]
     # seed k shifts both tasks' accuracy by 0.02 E[k]: normalised by 0.5 and 0.9, mean shift 0.031111 E[k]
     assert "| `rope10k` | 0.819 | 0.850 | 0.881 | 0.031 | +0.150 | better |" in synthetic

@@ -15,7 +15,7 @@ from pipelines.analysis.study import AT_CHANCE, Study
 from pipelines.report.answer import answer_text
 from pipelines.report.domain import EXTRAPOLATION_FIGURE, INTERVAL_METHOD, left_out_note, paired_tests_note
 from pipelines.report.markdown import bold_if, fmt_mean_rank, markdown_table, missing_section
-from pipelines.report.verdicts import MARKS_RULE, marks
+from pipelines.report.verdicts import MARKS_RULE, marks, verdict_label
 
 
 def cd_figure(name: str) -> str:
@@ -275,7 +275,8 @@ def _seed_section(study: Study) -> list[str]:
             if result.ref is not None:
                 is_ref = encoding == result.ref
                 row.append("reference" if is_ref else f"{result.matched[encoding]:+.{digits}f}")
-                row.append("" if is_ref or entry.verdict is None else entry.verdict.verdict)
+                family = result.verdicts.family if result.verdicts else None
+                row.append("" if is_ref or entry.verdict is None else verdict_label(entry.verdict, family))
             rows.append(row)
         note = [] if result.ref is not None else [f"{result.domain} has no reference: no Δ.", ""]
         lines += [f"### {result.domain}", "", *note, *markdown_table(header, rows), ""]
