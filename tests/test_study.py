@@ -381,7 +381,7 @@ def test_study_friedman_seed_spread_extrapolation_and_missing_runs(tiny_study):
     assert "| `nope` | 1.6600 | 1.7100 | 1.7600 | 0.0500 | +1.0100 | **worse** |" in jsb
     synthetic = seeds.split("### synthetic", 1)[1]
     # seed k shifts both tasks' accuracy by 0.02 E[k]: normalised by 0.5 and 0.9, mean shift 0.031111 E[k]
-    assert "| `rope10k` | 0.819 | 0.850 | 0.881 | 0.031 | +0.150 | better |" in synthetic
+    assert "| `rope10k` | 0.819 | 0.850 | 0.881 | 0.031 | +0.150 | **better** |" in synthetic
 
     # past L: every seed of an encoding scores the same past-L NLL, so each seed-paired difference is exact (p 0)
     extrapolation = section(markdown, "Extrapolation past the training length")
