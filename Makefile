@@ -9,6 +9,10 @@ PY := $(VENV)/bin/python
 # A GPU user points VENV at an environment that already holds a CUDA torch, which is kept.
 TORCH_SPEC ?= torch==2.13.0
 ENV_STAMP := $(VENV)/.posbench-installed
+# Written when this Makefile creates the environment: only then does make install into it. An environment VENV points
+# at that make did not create is the user's: make installs nothing there, says what to run, and goes on if posbench is
+# installed in it (`touch $(VENV)/.posbench-created` hands it to make).
+ENV_MARK := $(VENV)/.posbench-created
 # pytest-xdist workers for make test (one per core); TEST_WORKERS=1 runs them in one worker
 TEST_WORKERS ?= auto
 
@@ -38,15 +42,22 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_%-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 $(ENV_STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@if $(PY) -c "import torch" 2>/dev/null; then \
-		$(PY) -m pip install -q -e ".[dev]"; \
+	@test -x $(PY) || { $(PYTHON) -m venv $(VENV) && touch $(ENV_MARK); }
+	@if [ ! -e $(ENV_MARK) ]; then \
+		if $(PY) -c "import torch" 2>/dev/null; then spec=""; else spec='"$(TORCH_SPEC)" '; fi; \
+		echo "make installs nothing into $(VENV): this Makefile did not create it. To install posbench (editable, with" \
+			"its dev extra$${spec:+ and $(TORCH_SPEC)}) as pyproject.toml asks, run:" >&2; \
+		echo "    $(PY) -m pip install $${spec}-e \".[dev]\"" >&2; \
+		echo "(or touch $(ENV_MARK) to let make install into it)" >&2; \
+		$(PY) -c "import importlib.metadata as m; m.version('posbench')" 2>/dev/null \
+			|| { echo "posbench is not installed in $(VENV): stopping" >&2; exit 1; }; \
+	elif $(PY) -c "import torch" 2>/dev/null; then \
+		$(PY) -m pip install -q -e ".[dev]" && touch $@; \
 	else \
-		$(PY) -m pip install -q "$(TORCH_SPEC)" -e ".[dev]"; \
+		$(PY) -m pip install -q "$(TORCH_SPEC)" -e ".[dev]" && touch $@; \
 	fi
-	@touch $@
 
-env: $(ENV_STAMP) ## Create the environment (.venv) if missing
+env: $(ENV_STAMP) ## Create the environment (.venv) if missing; install into it only if make created it
 
 test: $(ENV_STAMP) ## Run the test suite (this is what CI runs; TEST_WORKERS=1 for one process)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests

@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
                 for note in notes:
                     print(note)
             _report(study, args, parser)
-    except (FileNotFoundError, EvidenceError, RunFileError, StudyError) as error:
+    # ValueError: what read_design refuses in a settle record (naming it; the other errors name their file or run)
+    except (FileNotFoundError, EvidenceError, RunFileError, StudyError, ValueError) as error:
         parser.exit(1, f"error: {error}\n")
     return 0
 

@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
                 notes = [f"replacing the study in {args.out}: {what}"] if lost else []
                 notes += [f"{args.out}: the study grows by {len(added)} runs: {_listed(added)}"] if added else []
             write_published(export, report, args.out)
-    except (StudyError, RunFileError, FileNotFoundError, EvidenceError) as error:
+    # ValueError: what read_design refuses in a settle record (naming it; the other errors name their file or run)
+    except (StudyError, RunFileError, FileNotFoundError, EvidenceError, ValueError) as error:
         parser.exit(1, f"error: {error}\n")
     for note in notes:
         print(note)

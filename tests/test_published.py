@@ -368,12 +368,12 @@ def test_a_publish_that_fails_part_way_leaves_the_study_as_it_was(tmp_path, caps
     from pipelines.analysis.design import Design
 
     lm_domain(tmp_path / "published_runs", "jsb", {"darope": X, "nope": X + 0.3})
-    design = {"design": Design.grow([0, 1, 2], 10, ref="darope").to_json()}
+    design = {"design": Design.grow([0, 1, 2], 10, ref="darope").to_json(), "looks": []}
     (tmp_path / "published_runs/jsb/settle.json").write_text(json.dumps(design))
     export_study(tmp_path / "published_runs", ["jsb"], tmp_path / "study")
     before = _files(tmp_path / "study")
     lm_domain(tmp_path / "runs", "jsb", {"darope": X, "nope": X + 0.3})
-    design = {"design": Design.grow([0, 1, 2], 6, ref="darope").to_json()}
+    design = {"design": Design.grow([0, 1, 2], 6, ref="darope").to_json(), "looks": []}
     (tmp_path / "runs/jsb/settle.json").write_text(json.dumps(design))
     lm_domain(tmp_path / "runs", "maestro", {"darope": X, "nope": X + 0.3})
     manifest = tmp_path / "runs/maestro/nope/seed2/manifest.json"

@@ -252,7 +252,9 @@ def test_settle_with_refuses_a_local_design_other_than_the_studys(tmp_path, caps
     export_study(tmp_path / "published_runs", ["jsb"], tmp_path / "study")
     local = tmp_path / "local" / "jsb"
     local.mkdir(parents=True)
-    (local / "settle.json").write_text(json.dumps({"design": Design.grow([0, 1, 2], 6, ref="darope").to_json()}))
+    (local / "settle.json").write_text(
+        json.dumps({"design": Design.grow([0, 1, 2], 6, ref="darope").to_json(), "looks": []})
+    )
     with pytest.raises(SystemExit):
         settle_module.main([*LEGACY, "--domain", "jsb", "--runs", str(local.parent), "--with", str(tmp_path / "study")])
     err = capsys.readouterr().err
@@ -304,7 +306,8 @@ def test_an_encoding_joining_a_designed_study_keeps_the_studys_verdicts_and_gets
     design = Design.grow(
         [0, 1, 2], 10, ref="darope", encodings=("hope", "nope", "prope", "rope10k"), futility="small_delta"
     )
-    (tmp_path / "published_runs" / "jsb" / "settle.json").write_text(json.dumps({"design": design.to_json()}))
+    record = {"design": design.to_json(), "looks": []}
+    (tmp_path / "published_runs" / "jsb" / "settle.json").write_text(json.dumps(record))
     export_study(tmp_path / "published_runs", ["jsb"], tmp_path / "study")
     alone = ["--runs", str(tmp_path / "none"), "--out", str(tmp_path / "alone"), "--with", str(tmp_path / "study")]
     assert compare_main(alone) == 0

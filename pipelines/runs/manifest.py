@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
+import os
 import platform
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from domains.atomic import write_json
@@ -30,17 +33,86 @@ PACKAGES = (
 REPO = Path(__file__).resolve().parent.parent.parent
 
 
+# The folders whose files decide what a run computes: an untracked or changed file there makes the run dirty.
+CODE_FOLDERS = ("models", "configs", "domains", "pipelines")
+# CPU flags that change which kernels torch picks (and so speed, and in the last bits, results).
+CPU_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "neon", "asimd")
+
+
 def git_state(repo: Path = REPO) -> dict[str, Any]:
+    """The commit, and whether the working tree differs from it: any tracked change, or an untracked file under
+    CODE_FOLDERS (a new encoding module that git does not see still runs). The untracked and changed code files are
+    listed with their sha256 (None: deleted), so a dirty run says which code it ran; untracked files elsewhere
+    (notes, ignored outputs) do not count."""
+
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout
 
     try:
-        return {
-            "sha": git("rev-parse", "HEAD"),
-            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
-        }
+        sha = git("rev-parse", "HEAD").strip()
+        tracked_changes = bool(git("status", "--porcelain", "--untracked-files=no").strip())
+        untracked = git("ls-files", "-z", "--others", "--exclude-standard", "--", *CODE_FOLDERS).split("\0")
+        modified = git("diff", "-z", "--name-only", "HEAD", "--", *CODE_FOLDERS).split("\0")
     except (subprocess.CalledProcessError, FileNotFoundError):
-        return {"sha": None, "dirty": None}
+        return {"sha": None, "dirty": None, "untracked": None, "modified": None}
+    untracked_hashes = file_hashes(repo, untracked)
+    return {
+        "sha": sha,
+        "dirty": tracked_changes or bool(untracked_hashes),
+        "untracked": untracked_hashes,
+        "modified": file_hashes(repo, modified),
+    }
+
+
+def file_hashes(repo: Path, paths: list[str]) -> dict[str, str | None]:
+    """Repository-relative path -> sha256 of the file as it is now (None where it is gone)."""
+    hashes = {}
+    for path in sorted(p for p in paths if p):
+        file = repo / path
+        hashes[path] = hashlib.sha256(file.read_bytes()).hexdigest() if file.is_file() else None
+    return hashes
+
+
+def machine_state() -> dict[str, Any]:
+    """What the speed (and on CPU the last bits) of a run depend on beyond the packages: the threads torch used,
+    the CPU, and the kernels and BLAS torch was built with."""
+    return {
+        "threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+        "cpu_count": os.cpu_count(),
+        **cpu_description(),
+        "torch_build": torch_build(),
+    }
+
+
+def cpu_description(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
+    """The CPU model and which of CPU_FLAGS it has (None where /proc/cpuinfo is not there to say)."""
+    fields: dict[str, str] = {}
+    try:
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip().lower(), value.strip())
+    except OSError:
+        pass
+    model = fields.get("model name") or fields.get("hardware") or platform.processor() or platform.machine()
+    flags = fields.get("flags") or fields.get("features")
+    return {"cpu": model or None, "cpu_flags": [f for f in CPU_FLAGS if f in flags.split()] if flags else None}
+
+
+def torch_build() -> dict[str, Any]:
+    """torch.__config__.show()'s component lines (compiler, BLAS, oneDNN, OpenMP, CPU capability; the long build
+    settings line reduced to its BLAS), and which CPU backends are available."""
+    lines = [line.strip().removeprefix("- ") for line in torch.__config__.show().splitlines()[1:] if line.strip()]
+    settings = next((line for line in lines if line.startswith("Build settings:")), "").removeprefix("Build settings:")
+    blas = next((item.split("=", 1)[1] for item in settings.split(",") if item.strip().startswith("BLAS_INFO=")), None)
+    return {
+        "components": [line for line in lines if not line.startswith("Build settings:")],
+        "blas": blas,
+        "mkl": torch.backends.mkl.is_available(),
+        "mkldnn": torch.backends.mkldnn.is_available(),
+        "openmp": torch.backends.openmp.is_available(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }
 
 
 def package_versions() -> dict[str, str | None]:
@@ -89,6 +161,7 @@ def write_run_manifest(
         "train_seconds_this_process": train_seconds,
         "steps": steps,
         "device": device,
+        "machine": machine_state(),
         "eval_tokens_per_s": eval_tokens_per_s(evaluation),
     }
     write_json(folder / MANIFEST, manifest)

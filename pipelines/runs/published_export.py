@@ -37,6 +37,7 @@ from pipelines.runs.published_format import (
     csv_text,
     example_file,
     metric_rows,
+    settle_text,
     sha256,
 )
 from pipelines.runs.published_read import collector_paused, parse_study
@@ -120,7 +121,9 @@ def collect_study(runs_root: Path, domains: list[str], tolerance: float = TOLERA
                 fixed.setdefault(group, properties)
         settle = Path(runs_root) / domain / SETTLE_FILE
         if settle.is_file():
-            settles[f"{SETTLE_DIR}/{domain}.json"] = settle.read_bytes()
+            raw = settle.read_bytes()
+            settle_text(settle, raw)  # a damaged record is refused by its own name, before it is published
+            settles[f"{SETTLE_DIR}/{domain}.json"] = raw
     files = {
         RUNS: _gzip_bytes(json.dumps(records, sort_keys=True, indent=1)),
         **{example_file(name): _gzip_bytes(csv_text(EXAMPLE_HEADER, rows)) for name, rows in examples.items()},

@@ -27,6 +27,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -68,6 +69,30 @@ SETTLE_FILE_PATTERN = re.compile(rf"{SETTLE_DIR}/([^/]+)\.json")
 
 class StudyError(ValueError):
     """A published study is damaged, or a local run cannot join it; the message names the file or the run."""
+
+
+# What Design.from_json reads of a settle record's design (pipelines.analysis.design), by the type it must have
+_DESIGN_KEYS = {"seeds": list, "looks": list, "alpha": (int, float)}
+
+
+def settle_text(path: Path, raw: bytes) -> str:
+    """A settle record's text, once it is one make settle wrote: a JSON object with its design (with the seeds,
+    looks and alpha read_design reads) and its looks. Checked where the record is read, so that StudyError names
+    `path`, the file itself: the commands read it later from a copy in a temporary folder (read_design checks the
+    design's rules)."""
+    try:
+        record = json.loads(raw.decode())
+    except (UnicodeDecodeError, ValueError) as error:
+        raise StudyError(f"{path}: damaged, not a settle record ({type(error).__name__}: {error})") from None
+    if not isinstance(record, dict) or not isinstance(record.get("design"), dict):
+        raise StudyError(f"{path}: no design: not a settle record written by make settle")
+    if not isinstance(record.get("looks"), list):
+        raise StudyError(f"{path}: no looks: not a settle record written by make settle")
+    for key, kind in _DESIGN_KEYS.items():
+        value = record["design"].get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise StudyError(f"{path}: its design has no {key}: not a settle record written by make settle")
+    return raw.decode()
 
 
 def csv_text(header: list[str], rows: list[list]) -> str:

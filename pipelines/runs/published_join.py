@@ -36,6 +36,7 @@ from pipelines.runs.published_format import (
     csv_text,
     examples_name,
     metric_rows,
+    settle_text,
 )
 from pipelines.runs.settings import differences, fixed_properties
 
@@ -61,11 +62,15 @@ def settle_record(published: PublishedStudy, domain: str) -> str | None:
 
 
 def _design(path: Path) -> Any:
-    """The design a settle record holds (None when it cannot be read: read_design names the damage)."""
-    try:
-        return json.loads(path.read_text()).get("design")
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
-        return None
+    """The design of a settle record settle_text has checked."""
+    return json.loads(path.read_text())["design"]
+
+
+def _link_record(joined: Path, record: Path) -> None:
+    """Lay a settle record out in the joined folder as a link to the file itself, not a copy: whatever later refuses
+    it (read_design) names that file (in_study_terms follows the link)."""
+    joined.parent.mkdir(parents=True, exist_ok=True)
+    joined.symlink_to(record.resolve())
 
 
 def largest_difference(a: dict[int, float], b: dict[int, float]) -> tuple[float, int | None]:
@@ -157,9 +162,10 @@ def _studies_conflict(studies: list[PublishedStudy]) -> list[str]:
 def join(studies: list[PublishedStudy], local_root: Path, merged: Path, domains: list[str]) -> list[str]:
     """Lay out in `merged` the published runs of `studies` (as run folders) and links to the local runs of
     `domains`. Refused by name (StudyError): two studies holding one run with other numbers, one group fixed
-    differently or one domain under two designs; a local run of a study's group that differs in what the study holds
-    fixed; a local copy of a published run that does not agree with it within the study's tolerance (it is read from
-    the study when it does). Returns one note per local run that reproduced a published one."""
+    differently or one domain under two designs; a damaged local settle record; a local run of a study's group that
+    differs in what the study holds fixed; a local copy of a published run that does not agree with it within the
+    study's tolerance (it is read from the study when it does). Returns one note per local run that reproduced a
+    published one."""
     notes, problems = [], _studies_conflict(studies)
     holder: dict[str, PublishedStudy] = {}  # run -> the study it is read from: the first that holds it
     for published in studies:
@@ -169,19 +175,25 @@ def join(studies: list[PublishedStudy], local_root: Path, merged: Path, domains:
                 materialize(published, label, merged)
             elif (why := copies_disagree(first, published, label)) is not None:
                 problems.append(why)
-        for domain, record in published.settles.items():
+        for domain in published.settles:  # checked when the study was read (settle_text)
             if not (merged / domain / SETTLE_FILE).exists():
-                write_text(merged / domain / SETTLE_FILE, record)
+                _link_record(merged / domain / SETTLE_FILE, published.folder / SETTLE_DIR / f"{domain}.json")
     for domain in domains:
         local_record, joined_record = local_root / domain / SETTLE_FILE, merged / domain / SETTLE_FILE
+        if local_record.is_file():
+            settle_text(local_record, local_record.read_bytes())  # a damaged record is refused by its own name
         if local_record.is_file() and not joined_record.exists():
-            write_text(joined_record, local_record.read_text())
+            _link_record(joined_record, local_record)
         elif local_record.is_file() and _design(local_record) != _design(joined_record):
             origin = next(study for study in studies if domain in study.settles)
             problems.append(
                 f"{local_record}: another make-settle design than the study's "
                 f"({origin.folder / SETTLE_DIR / f'{domain}.json'}); a design is fixed at its first look"
             )
+        elif local_record.is_file() and local_record.resolve() != joined_record.resolve():
+            # the same design: the local record holds its later looks (make settle WITH= records them there)
+            joined_record.unlink()
+            _link_record(joined_record, local_record)
         try:
             local = discover_runs(local_root, domain)
         except FileNotFoundError:

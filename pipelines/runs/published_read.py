@@ -50,6 +50,7 @@ from pipelines.runs.published_format import (
     check_tolerance,
     example_file,
     record_key,
+    settle_text,
     sha256,
 )
 from pipelines.runs.settings import differences, fixed_properties
@@ -158,7 +159,7 @@ def parse_study(folder: Path, study: Any, read: Callable[[str], bytes]) -> Publi
         elif match := POSITION_FILE_PATTERN.fullmatch(name):
             positions.update(_rows(folder, name, load(name), records, "per_position", match[1]))
         elif match := SETTLE_FILE_PATTERN.fullmatch(name):
-            settles[match[1]] = _settle_text(folder / name, load(name))
+            settles[match[1]] = settle_text(folder / name, load(name))
     published = PublishedStudy(folder, study, records, examples, positions, settles)
     _check_summaries(published)
     return published
@@ -365,15 +366,3 @@ def _check_summaries(published: PublishedStudy) -> None:
                         f"{rows_file.relative_to(published.folder)} "
                         f"{counted}: the record and its rows disagree"
                     )
-
-
-def _settle_text(path: Path, raw: bytes) -> str:
-    """A settle record's text, once it is a design make settle wrote (read_design checks the design itself)."""
-    try:
-        text = raw.decode()
-        design = json.loads(text).get("design")
-    except (UnicodeDecodeError, ValueError, AttributeError) as error:
-        raise StudyError(f"{path}: damaged, not a settle record ({type(error).__name__}: {error})") from None
-    if not isinstance(design, dict):
-        raise StudyError(f"{path}: no design: not a settle record written by make settle")
-    return text
