@@ -446,3 +446,20 @@ def test_plan_estimates_a_runs_wall_time_with_its_process_start_up(tmp_path, cap
     assert (
         "plan: about 50 s of run time in all (median wall time of the finished runs, process start-up included)" in out
     )
+
+
+def test_a_stopped_pair_carries_each_later_looks_holm_p_not_its_first(tmp_path, monkeypatch):
+    """prope, stopped at look 1, stays in every later look's Holm family: its recorded Holm p at each look is that
+    look's (statsmodels' Holm over the look's raw p), not look 1's carried over."""
+    from statsmodels.stats.multitest import multipletests
+
+    root = tmp_path / "runs"
+    fabricated_study(root)
+    monkeypatch.setattr(settle_module, "run_local", fake_training(root, []))
+    assert settle_module.main([*LEGACY, "--domain", "jsb", "--runs", str(root), "--ref", "darope"]) == 0
+    looks = json.loads((root / "jsb" / "settle.json").read_text())["looks"]
+    assert len(looks) >= 2 and all(look["pairs"]["prope"]["verdict"] == "stopped" for look in looks)
+    for look in looks:
+        names = list(look["pairs"])
+        holm = multipletests([look["pairs"][n]["p"] for n in names], method="holm")[1]
+        assert look["pairs"]["prope"]["p_holm"] == pytest.approx(holm[names.index("prope")])

@@ -206,6 +206,16 @@ def family_over(
         for pair in decided:
             before = final.get(pair.a)
             if before is not None and before.verdict in ("equivalent", "stopped") and pair.verdict not in DECIDED:
+                # it keeps its word and the look that gave it, with this look's Holm p and decision level: it is
+                # in this look's family, whose size sets them
+                level = pair.decision_level if before.verdict == "stopped" else before.decision_level
+                final[pair.a] = replace(
+                    before,
+                    p_holm=pair.p_holm,
+                    holm_rank=pair.holm_rank,
+                    family_size=pair.family_size,
+                    decision_level=level,
+                )
                 continue
             if design.sequential and pair.verdict == "inconclusive":
                 # planning: the power at the cap if the current estimate were true, at the first Holm level
