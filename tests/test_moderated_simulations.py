@@ -129,7 +129,7 @@ def simulated(rng, seeds: int, sds: np.ndarray | None = None, covariance: np.nda
 @pytest.mark.slow
 @pytest.mark.parametrize("domain", ["jsb", "maestro", "synthetic"])
 @pytest.mark.parametrize("model", ["independent", "covariance"])
-def test_coverage_and_the_designs_family_wise_error_hold_under_each_studys_heterogeneity(domain, model, capsys):
+def test_coverage_and_the_designs_family_wise_error_hold_under_each_studys_heterogeneity(domain, model, shown_figures):
     rng = np.random.default_rng(44)
     _, sds, covariance = study_profile(domain)
     kwargs = {"covariance": covariance} if model == "covariance" else {"sds": sds}
@@ -152,7 +152,7 @@ def test_coverage_and_the_designs_family_wise_error_hold_under_each_studys_heter
         family = primary_family(Comparator(simulated(rng, 10, **kwargs)), design, "e00", plan_seeds=False)
         errors += any(pair.verdict in ("better", "worse") for pair in family.verdicts.values())
     fwer = errors / studies
-    with capsys.disabled():
+    with shown_figures():
         print(
             f"\n{domain} seed SDs ({model}, {len(sds)} encodings, {studies} studies a cell): "
             + "; ".join(lines)
@@ -178,7 +178,7 @@ def runs_spent(family) -> int:
 
 
 @pytest.mark.slow
-def test_power_of_the_blocked_analysis_against_the_per_pair_test(capsys):
+def test_power_of_the_blocked_analysis_against_the_per_pair_test(shown_figures):
     """Equal variances, 13 encodings, one baseline worse: at the first look against 3 per-seed SDs (where the
     blocked analysis keeps the per-pair test, MIN_SEEDS) and by look 2; over the whole design against one SD, with
     the runs it spent. The suite's design (blocked, futility on the interval) against today's before it (per-pair,
@@ -205,7 +205,7 @@ def test_power_of_the_blocked_analysis_against_the_per_pair_test(capsys):
             looks = primary_family(Comparator(three, blocked), designs[name], "e00", plan_seeds=False).looks
             first[name] += looks[0].pairs["e01"].verdict == "worse"
             second[name] += any(look.pairs.get("e01") and look.pairs["e01"].verdict == "worse" for look in looks[:2])
-    with capsys.disabled():
+    with shown_figures():
         print(f"\npower, equal variances (per-seed difference SD {pair_sd}, 13 encodings, {studies} studies):")
         for name in rules:
             print(
@@ -273,7 +273,7 @@ def test_conditional_power_agrees_with_a_simulated_continuation():
 
 
 @pytest.mark.slow
-def test_encodings_joining_a_designed_study_spend_one_budget_as_they_grow(capsys):
+def test_encodings_joining_a_designed_study_spend_one_budget_as_they_grow(shown_figures):
     """Three equal encodings join a designed study (13 encodings, looks at 3, 5, 8, 10 seeds) and grow seed by seed
     from 1 to 10: a `better` or `worse` for any of them at any stage is a family-wise error. Below the first look they
     get no verdict word, so the joined family's looks are its only tests (the provisional fixed-sample comparison
@@ -297,6 +297,6 @@ def test_encodings_joining_a_designed_study_spend_one_budget_as_they_grow(capsys
             wrong |= any(pair.verdict in ("better", "worse") for pair in pairs)
         errors += wrong
     rate = errors / studies
-    with capsys.disabled():
+    with shown_figures():
         print(f"\njoined encodings grown from 1 to 10 seeds ({studies} studies): family-wise error {rate:.3f}")
     assert rate <= monte_carlo_bound(0.05, studies)

@@ -218,7 +218,7 @@ def test_variance_components_recover_a_simulated_design():
         variance_components(values[:1])
 
 
-def test_null_simulation_the_seed_level_test_keeps_its_error_rate_the_per_example_test_does_not(capsys):
+def test_null_simulation_the_seed_level_test_keeps_its_error_rate_the_per_example_test_does_not(shown_figures):
     """2,000 studies in which two encodings are equal but each (encoding, seed) shifts by a seed effect (SD 0.02,
     as on JSB), over 77 examples with 3 seeds: the seed-level paired t-test rejects at about alpha = 0.05; the
     per-example paired t-test of paper 000 C.2 (examples averaged over seeds) rejects far more often."""
@@ -231,7 +231,7 @@ def test_null_simulation_the_seed_level_test_keeps_its_error_rate_the_per_exampl
         paper = paired_tests({"a": values[0].mean(axis=0), "b": values[1].mean(axis=0)}, "b")[0]
         example_rejects += paper.p < 0.05
     seed_rate, example_rate = seed_rejects / studies, example_rejects / studies
-    with capsys.disabled():
+    with shown_figures():
         print(
             f"\nnull simulation ({studies} studies, 3 seeds, 77 examples, seed SD 0.02): rejection at alpha 0.05: "
             f"seed-level {seed_rate:.3f}, per-example {example_rate:.3f}"

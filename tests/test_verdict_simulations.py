@@ -55,7 +55,7 @@ def verdict(values: np.ndarray, alpha: float) -> str:
 
 
 @pytest.mark.parametrize("pair_sd", [0.001, 0.014])
-def test_equivalence_at_the_region_edge_is_declared_at_most_alpha_of_the_time(pair_sd, capsys):
+def test_equivalence_at_the_region_edge_is_declared_at_most_alpha_of_the_time(pair_sd, shown_figures):
     """True Δ on the edge of ±0.005 (either side): `equivalent` is a false claim. TOST at alpha keeps it at most
     alpha: close to alpha where the per-seed differences are tight (SD 0.001), far below where they are as loose as
     on JSB (0.014), where equivalence is out of reach at these seed counts (the old rule, a 98.75% crossed-bootstrap
@@ -73,7 +73,7 @@ def test_equivalence_at_the_region_edge_is_declared_at_most_alpha_of_the_time(pa
         rate = false_claims / studies
         lines.append(f"{seeds} seeds: equivalent at the edge {rate:.4f}, at Δ = 0 {power:.3f}")
         assert rate <= monte_carlo_bound(alpha, studies), lines[-1]
-    with capsys.disabled():
+    with shown_figures():
         head = f"\nTOST at alpha {alpha}, per-seed difference SD {pair_sd} ({studies} studies a cell): "
         print(head + "; ".join(lines))
 
@@ -114,7 +114,7 @@ JSB_LIKE = {
 
 
 @pytest.mark.parametrize("model", ["seed-dominated", "with example components"])
-def test_the_t_interval_covers_delta_on_the_test_set_95_percent_at_3_5_and_10_seeds(model, capsys):
+def test_the_t_interval_covers_delta_on_the_test_set_95_percent_at_3_5_and_10_seeds(model, shown_figures):
     """The headline interval (the seed-level t-interval on the paired differences) covers Δ on the study's test set
     0.93-0.97 of the time (the crossed bootstrap it replaces covered 0.74 / 0.83 / 0.90 at 3 / 5 / 10 seeds when
     seeds dominate). Δ over a population of other test examples is not what it covers; that rate is printed."""
@@ -131,7 +131,7 @@ def test_the_t_interval_covers_delta_on_the_test_set_95_percent_at_3_5_and_10_se
         rate = covered / studies
         lines.append(f"{seeds} seeds {rate:.3f} (of Δ over other test sets {population / studies:.3f})")
         assert 0.93 <= rate <= 0.97, lines[-1]
-    with capsys.disabled():
+    with shown_figures():
         print(f"\n95% t-interval coverage, {model} ({studies} studies a cell, 77 examples): " + "; ".join(lines))
 
 
@@ -158,7 +158,7 @@ def best_at_first_look(ev: Evidence, seeds: tuple[int, ...]) -> str:
 
 
 @pytest.mark.parametrize("pair_sd", [0.024, 0.014, 0.006])
-def test_settles_family_wise_error_under_the_global_null_is_at_most_alpha(pair_sd, capsys):
+def test_settles_family_wise_error_under_the_global_null_is_at_most_alpha(pair_sd, shown_figures):
     """13 equal encodings (12 baselines), looks at 3, 5, 8, 10 seeds, alpha 0.05, the reference fixed in advance:
     a `better` or `worse` anywhere is a family-wise error. The rule exactly as primary_family applies it (Holm over
     the open pairs at alpha / 4 per look, futility stops, equivalence leaving the family). The earlier rule, the
@@ -174,7 +174,7 @@ def test_settles_family_wise_error_under_the_global_null_is_at_most_alpha(pair_s
         ref = best_at_first_look(ev, design.look_seeds(0))
         chosen += any(word in ("better", "worse") for word in settle_rejects(ev, ref, design).values())
     rate, data_rate = fixed / studies, chosen / studies
-    with capsys.disabled():
+    with shown_figures():
         print(
             f"\nsettle under the global null (13 encodings, per-seed difference SD {pair_sd}, {studies} studies): "
             f"family-wise error {rate:.3f} with the reference fixed in advance, {data_rate:.3f} with the best "
@@ -183,7 +183,7 @@ def test_settles_family_wise_error_under_the_global_null_is_at_most_alpha(pair_s
     assert rate <= monte_carlo_bound(0.05, studies)
 
 
-def test_settles_power_against_a_difference_of_one_seed_sd(capsys):
+def test_settles_power_against_a_difference_of_one_seed_sd(shown_figures):
     """One baseline of 13 is worse by one SD of the per-seed differences (0.014 nats): the share of studies in which
     the design calls it `worse` by its last look, and the seeds it spent."""
     rng = np.random.default_rng(34)
@@ -194,13 +194,13 @@ def test_settles_power_against_a_difference_of_one_seed_sd(capsys):
         ev = null_family(rng, 13, 10, pair_sd, shift={1: pair_sd})
         found += settle_rejects(ev, "e00", design)["e01"] == "worse"
     power = found / studies
-    with capsys.disabled():
+    with shown_figures():
         print(f"\nsettle's power against Δ = one per-seed difference SD ({pair_sd}), {studies} studies: {power:.2f}")
     assert power > 0.1  # far from certain at 10 seeds, but the design finds it
 
 
 @pytest.mark.parametrize("sds", [(0.02, 0.005), (0.005, 0.02)])
-def test_a_pair_that_shares_no_seed_covers_and_tost_holds_with_10_seeds_against_2(sds, capsys):
+def test_a_pair_that_shares_no_seed_covers_and_tost_holds_with_10_seeds_against_2(sds, shown_figures):
     """The reference on seeds 0-9, an encoding on seeds 10-11 (no seed pairs): Welch's se on min(n_a, n_b) - 1 df
     covers Δ at least 0.93 of the time and TOST says `equivalent` at a true Δ on the region's edge at most alpha
     (Welch-Satterthwaite's df covered 0.897 and said it 0.072 of the time with unequal variances)."""
@@ -219,7 +219,7 @@ def test_a_pair_that_shares_no_seed_covers_and_tost_holds_with_10_seeds_against_
         covered += pair.ci_lo <= REGION * (1 if k % 2 else -1) <= pair.ci_hi
         false_equivalent += decide([pair], alpha, None, plan_seeds=False)[0].verdict == "equivalent"
     coverage, rate = covered / studies, false_equivalent / studies
-    with capsys.disabled():
+    with shown_figures():
         print(
             f"\nno shared seed, 10 vs 2 seeds, seed SDs {sds}: coverage {coverage:.3f}, "
             f"equivalent at the edge {rate:.3f}"
