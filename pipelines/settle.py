@@ -44,25 +44,23 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import math
 import os
-import statistics
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 from domains.atomic import write_json
 from pipelines.analysis.design import DEFAULT_LOOKS, DEFAULT_REF, FUTILITY_RULES, SETTLE_FILE, Design, read_design
 from pipelines.analysis.domain import analyse_domain
 from pipelines.analysis.evidence import EvidenceError, preset_of, require_finished
-from pipelines.analysis.matrix import per_example_evidence, per_task_evidence
 from pipelines.analysis.results import DomainResult
-from pipelines.experiment.config import config_options, datamodule_class, domain_names, roster
+from pipelines.experiment.config import config_options, domain_names, roster
+from pipelines.launch.costs import estimated_seconds, fmt_seconds
+from pipelines.launch.designing import check_unchanged, design_in_advance, initial_design
 from pipelines.launch.jobs import ELSEWHERE, Job, check_joinable, plan
-from pipelines.launch.local import log_started, run_local, visible_gpus
-from pipelines.runs.layout import DERIVED_MARK, DONE, MANIFEST, RunFolder, discover_runs, has_tasks
-from pipelines.runs.metrics import RunFileError, read_run_json, split_entries
+from pipelines.launch.local import run_local, visible_gpus
+from pipelines.runs.layout import DERIVED_MARK, DONE, RunFolder, discover_runs
+from pipelines.runs.metrics import RunFileError
 from pipelines.runs.published_format import SETTLE_DIR, PublishedStudy, StudyError
 from pipelines.runs.published_join import add_with_option, joined_runs, joined_scratch
 from pipelines.runs.published_read import read_studies
@@ -106,60 +104,6 @@ def check_compared(domain: str, runs: list[RunFolder]) -> None:
         )
 
 
-def initial_design(
-    domain: str,
-    runs: list[RunFolder],
-    ref: str | None,
-    max_seeds: int,
-    looks: int,
-    encodings: list[str] | None,
-    futility: str = "interval",
-) -> Design:
-    """The design fixed at the first look over `runs` (the chosen encodings'): its seeds those every encoding
-    finished, the reference the one given (`--ref`) or the SPEC's default, fixed before any score is read (a
-    reference chosen from the scores would raise the family-wise error: tests/test_verdict_simulations.py)."""
-    metric = datamodule_class(domain).metric
-    load = per_task_evidence if has_tasks(domain) else per_example_evidence
-    evidence = load(domain, metric, runs)
-    first = evidence.common_seeds()
-    if len(first) < 2:
-        raise EvidenceError(
-            f"{domain}: a design needs at least 2 seeds every encoding finished for its first look, found "
-            f'{first or "none"}; train the study first (make train SEEDS="0 1 2")'
-        )
-    chosen, rule = (ref, "given") if ref is not None else (DEFAULT_REF, "default")
-    if chosen not in evidence.encodings:
-        how = "--ref" if rule == "given" else "the default reference (SPEC 3; name another with --ref)"
-        raise EvidenceError(f"{domain}: {how} {chosen} has no finished run here; a design's reference must have one")
-    # the design's own family, recorded: an encoding that joins the study later gets a family of its own
-    settled = tuple(sorted(set(encodings or evidence.encodings) - {chosen}))
-    return Design.grow(first, max_seeds, looks, ref=chosen, encodings=settled, ref_rule=rule, futility=futility)
-
-
-def design_in_advance(args: argparse.Namespace, selection: list[str] | None) -> Design:
-    """The design `--seeds` fixes before any run of it exists (a confirmatory study): its first look's seeds those
-    given, its family the chosen encodings, the reference --ref or the SPEC's default; no score is read."""
-    if not selection:
-        raise EvidenceError(
-            f"{args.domain}: --seeds fixes a design before any of its runs exist; name its encodings (--encodings or "
-            "--roster)"
-        )
-    chosen, rule = (args.ref, "given") if args.ref else (DEFAULT_REF, "default")
-    settled = tuple(sorted(set(selection) - {chosen}))
-    try:
-        return Design.grow(
-            list(args.seeds),
-            args.max_seeds,
-            args.looks,
-            ref=chosen,
-            encodings=settled,
-            ref_rule=rule,
-            futility=args.futility or "interval",
-        )
-    except ValueError as error:
-        raise EvidenceError(f"{args.domain}: --seeds {' '.join(map(str, args.seeds))}: {error}") from None
-
-
 def fix_in_advance(args: argparse.Namespace, selection: list[str] | None, overrides: list[str]) -> int:
     """`--seeds`: write the design into <runs>/<domain>/settle.json before any of its runs exist, with the first
     look's runs as the next ones; then (unless --record) train them and continue the design as make settle does."""
@@ -192,71 +136,6 @@ def fix_in_advance(args: argparse.Namespace, selection: list[str] | None, overri
         return 1
     args.seeds = None
     return settle(args, overrides)
-
-
-def wall_seconds(run: RunFolder) -> float | None:
-    """A finished run's wall time, process start-up included: from the start of the process that finished it (its
-    log's name, pipelines.launch.local.log_started) to its done.json; None without a log (a run trained in process,
-    or a published one) or a finishing time."""
-    try:
-        finished = datetime.fromisoformat(read_run_json(run, run.path / DONE)["finished"])
-    except (KeyError, TypeError, ValueError, RunFileError):
-        return None
-    if finished.tzinfo is None:
-        finished = finished.replace(tzinfo=timezone.utc)
-    starts = [began for log in run.path.glob("train.*.out") if (began := log_started(log)) and began <= finished]
-    return (finished - max(starts)).total_seconds() if starts else None
-
-
-def run_seconds(run: RunFolder) -> float | None:
-    """A finished run's training and evaluation time, from its manifest's training seconds and its splits'
-    evaluation speed (without the process's start-up: wall_seconds has it)."""
-    manifest = read_run_json(run, run.path / MANIFEST)
-    seconds = manifest.get("train_seconds_this_process")
-    if not isinstance(seconds, int | float):
-        return None
-    for entry in split_entries(run).values():
-        if entry.get("tokens_per_s") and entry.get("tokens"):
-            seconds += entry["tokens"] / entry["tokens_per_s"]
-    return float(seconds)
-
-
-def estimated_seconds(runs: list[RunFolder], encoding: str) -> tuple[float | None, bool]:
-    """(the median wall time of the encoding's finished runs (of every encoding's when it has none), whether it
-    includes the process start-up): their wall times from their logs (wall_seconds), else their training and
-    evaluation time (run_seconds), which leaves the start-up out."""
-    finished = [run for run in runs if run.finished]
-    for measure, started in ((wall_seconds, True), (run_seconds, False)):
-        own = [s for r in finished if r.encoding == encoding and (s := measure(r)) is not None]
-        every = [s for r in finished if not r.derived and (s := measure(r)) is not None]
-        if own or every:
-            return statistics.median(own or every), started
-    return None, False
-
-
-def _fmt_seconds(seconds: float | None) -> str:
-    if seconds is None or math.isnan(seconds):
-        return "unknown"
-    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
-
-
-def check_unchanged(args: argparse.Namespace, design: Design, source: Path) -> None:
-    """EvidenceError naming what the command asks for that differs from the design it continues: the design it
-    would fix now from the same first seeds (so the command that fixed it, run again, continues it, even where its
-    looks collapsed: --max-seeds 3, or 9 seeds with at most 10) and the reference when --ref is given."""
-    try:
-        asked = Design.grow(design.look_seeds(0), args.max_seeds, args.looks, ref=design.ref)
-    except ValueError as error:
-        raise EvidenceError(f"{source}: the design was fixed at the first look and cannot change: {error}") from None
-    differ = {
-        "max seeds": (args.max_seeds, len(design.seeds)),
-        "looks at": (", ".join(map(str, asked.looks)), ", ".join(map(str, design.looks))),
-        "reference": (args.ref or design.ref, design.ref),
-        "futility": (args.futility or design.futility, design.futility),
-    }
-    changed = [f"{name} {mine} (the design has {theirs})" for name, (mine, theirs) in differ.items() if mine != theirs]
-    if changed:
-        raise EvidenceError(f"{source}: the design was fixed at the first look and cannot change: {'; '.join(changed)}")
 
 
 def verdict_lines(result: DomainResult) -> list[str]:
@@ -420,14 +299,14 @@ def print_plan(result: DomainResult, jobs: list[Job], runs: list[RunFolder]) -> 
         total += seconds or 0.0
         without_start += seconds is not None and not started
         start_up = " and its start-up" if seconds is not None and not started else ""
-        print(f"  {job.label}  (about {_fmt_seconds(seconds)}{start_up})")
+        print(f"  {job.label}  (about {fmt_seconds(seconds)}{start_up})")
     how = "median wall time of the finished runs, process start-up included"
     if without_start:
         how = (
             "median training and evaluation time of the finished runs; no run here has a log (train.*.out) to time "
             "a process's start-up from: add it, several seconds a run"
         )
-    print(f"plan: about {_fmt_seconds(total)} of run time in all ({how})")
+    print(f"plan: about {fmt_seconds(total)} of run time in all ({how})")
     return 0
 
 

@@ -463,3 +463,29 @@ def test_a_stopped_pair_carries_each_later_looks_holm_p_not_its_first(tmp_path, 
         names = list(look["pairs"])
         holm = multipletests([look["pairs"][n]["p"] for n in names], method="holm")[1]
         assert look["pairs"]["prope"]["p_holm"] == pytest.approx(holm[names.index("prope")])
+
+
+def test_seeds_fix_a_design_before_any_of_its_runs_exist(tmp_path, capsys):
+    """make settle --seeds: the design is written to settle.json before anything trains (no run of the domain
+    exists), its first look on the seeds given, its family the chosen encodings, the reference the default, the
+    interval futility rule; the runs its first look needs, whole seeds first; --plan writes nothing; a second call
+    with other first seeds is refused by name."""
+    root = tmp_path / "runs"
+    args = ["--domain", "jsb", "--runs", str(root), "--encodings", "hope", "nope", "--seeds", "10", "11", "12"]
+    assert settle_module.main([*args, "--plan"]) == 0
+    assert not (root / "jsb" / "settle.json").exists()
+    assert settle_module.main([*args, "--record"]) == 0
+    record = json.loads((root / "jsb" / "settle.json").read_text())
+    design = Design.from_json(record["design"])
+    assert design.seeds == tuple(range(10, 20)) and design.looks == (3, 5, 8, 10)
+    assert (design.ref, design.ref_rule, design.encodings, design.futility) == (
+        "rope10k",
+        "default",
+        ("hope", "nope"),
+        "interval",
+    )
+    assert record["looks"] == [] and record["next_runs"][:3] == ["rope10k/seed10", "hope/seed10", "nope/seed10"]
+    assert len(record["next_runs"]) == 9 and not any(root.joinpath("jsb").glob("*/seed*"))
+    with pytest.raises(SystemExit):
+        settle_module.main([*args[:-3], "20", "21", "22", "--record"])
+    assert "the design's first look is seeds 10, 11, 12, not --seeds 20 21 22" in capsys.readouterr().err

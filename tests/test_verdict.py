@@ -20,6 +20,7 @@ from domains.base import Metric
 from pipelines.analysis.matrix import Evidence
 from pipelines.analysis.sequential import Comparator, decide, every_pair
 from pipelines.analysis.stats import paired_tests
+from pipelines.analysis.variance import variance_components
 from pipelines.analysis.verdict import (
     integrated_power,
     paired_improvement,
@@ -27,7 +28,6 @@ from pipelines.analysis.verdict import (
     seed_level_test,
     seeds_needed,
     t_test_power,
-    variance_components,
 )
 from pipelines.report.verdicts import poi_cell
 

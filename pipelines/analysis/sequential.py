@@ -23,6 +23,7 @@ from pipelines.analysis.design import ALPHA, DEFAULT_REF, REF_RULES, Design, fix
 from pipelines.analysis.matrix import Evidence
 from pipelines.analysis.moderated import Prior, blocked_prior
 from pipelines.analysis.stats import holm_adjust
+from pipelines.analysis.variance import variance_components
 from pipelines.analysis.verdict import (
     DECIDED,
     PairVerdict,
@@ -30,7 +31,6 @@ from pipelines.analysis.verdict import (
     conditional_power,
     futile,
     seeds_needed,
-    variance_components,
     verdict_word,
 )
 from pipelines.experiment.config import roster

@@ -24,14 +24,13 @@ from pipelines.analysis.stats import mean_rank
 from pipelines.report.answer import answer_text
 from pipelines.report.figures import plot_accuracy, plot_extrapolation, plot_nll, plot_nll_by_position
 from pipelines.report.files import publish, write_csv
+from pipelines.report.looks import families_text, looks_section
 from pipelines.report.markdown import bold_if, fmt_mean_rank, markdown_table, missing_section
 from pipelines.report.study_figures import plot_cd
 from pipelines.report.verdicts import (
     PAIRS_HEADER,
     PAPER_COLUMN,
     VERDICT_FIELDS,
-    families_text,
-    looks_section,
     pair_rows,
     pairs_section,
     paper_cell,

@@ -1,0 +1,59 @@
+"""What a finished run cost, from its own files: its wall time (its log's start to its done.json, the process's
+start-up included) and its training and evaluation time (its manifest and its splits' speeds). make settle prices
+the next look with them."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from datetime import datetime, timezone
+
+from pipelines.launch.local import log_started
+from pipelines.runs.layout import DONE, MANIFEST, RunFolder
+from pipelines.runs.metrics import RunFileError, read_run_json, split_entries
+
+
+def wall_seconds(run: RunFolder) -> float | None:
+    """A finished run's wall time, process start-up included: from the start of the process that finished it (its
+    log's name, pipelines.launch.local.log_started) to its done.json; None without a log (a run trained in process,
+    or a published one) or a finishing time."""
+    try:
+        finished = datetime.fromisoformat(read_run_json(run, run.path / DONE)["finished"])
+    except (KeyError, TypeError, ValueError, RunFileError):
+        return None
+    if finished.tzinfo is None:
+        finished = finished.replace(tzinfo=timezone.utc)
+    starts = [began for log in run.path.glob("train.*.out") if (began := log_started(log)) and began <= finished]
+    return (finished - max(starts)).total_seconds() if starts else None
+
+
+def run_seconds(run: RunFolder) -> float | None:
+    """A finished run's training and evaluation time, from its manifest's training seconds and its splits'
+    evaluation speed (without the process's start-up: wall_seconds has it)."""
+    manifest = read_run_json(run, run.path / MANIFEST)
+    seconds = manifest.get("train_seconds_this_process")
+    if not isinstance(seconds, int | float):
+        return None
+    for entry in split_entries(run).values():
+        if entry.get("tokens_per_s") and entry.get("tokens"):
+            seconds += entry["tokens"] / entry["tokens_per_s"]
+    return float(seconds)
+
+
+def estimated_seconds(runs: list[RunFolder], encoding: str) -> tuple[float | None, bool]:
+    """(the median wall time of the encoding's finished runs (of every encoding's when it has none), whether it
+    includes the process start-up): their wall times from their logs (wall_seconds), else their training and
+    evaluation time (run_seconds), which leaves the start-up out."""
+    finished = [run for run in runs if run.finished]
+    for measure, started in ((wall_seconds, True), (run_seconds, False)):
+        own = [s for r in finished if r.encoding == encoding and (s := measure(r)) is not None]
+        every = [s for r in finished if not r.derived and (s := measure(r)) is not None]
+        if own or every:
+            return statistics.median(own or every), started
+    return None, False
+
+
+def fmt_seconds(seconds: float | None) -> str:
+    if seconds is None or math.isnan(seconds):
+        return "unknown"
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
