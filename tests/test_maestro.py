@@ -634,3 +634,17 @@ def test_tiny_preset_training_writes_per_example_test_nll(sample, tmp_path):
     assert sum(int(r["tokens"]) for r in rows) == meta["splits"]["test"]["tokens"] - len(rows)  # first token unscored
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["data"]["chunk_length"] == 2048 and manifest["run"]["domain"] == "maestro"
+
+
+def test_a_mirror_that_is_itself_the_unpacked_set_is_read_as_its_maestro_folder(tmp_path, monkeypatch):
+    """POSBENCH_MIRROR may name the unpacked MAESTRO set itself (maestro-v3.0.0.csv at its top, as the whole set is
+    shipped), not only a folder holding it as maestro/: the same files are taken, byte for byte."""
+    from domains.maestro.archive import fetch_archive
+
+    taken = {}
+    for mirror in (SAMPLES, SAMPLES / "maestro"):
+        monkeypatch.setenv("POSBENCH_MIRROR", str(mirror))
+        monkeypatch.setenv("POSBENCH_DATA", str(tmp_path / mirror.name))
+        files = fetch_archive()
+        taken[mirror.name] = {name: hashlib.sha256(path.read_bytes()).hexdigest() for name, path in files.items()}
+    assert taken["maestro"] == taken[SAMPLES.name] and CSV_NAME in taken["maestro"] and len(taken["maestro"]) == 12

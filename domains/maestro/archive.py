@@ -161,10 +161,13 @@ def fetch_archive() -> dict[str, Path]:
     source = mirror / DOMAIN
     if (source / ZIP_NAME).is_file():
         return {ZIP_NAME: fetch(DOMAIN, ZIP_NAME, URL, verify=check_zip)}
+    if not (source / CSV_NAME).is_file() and (mirror / CSV_NAME).is_file():
+        source = mirror  # the mirror is itself the unpacked set (its index at the top, as MAESTRO ships unpacked)
     if not (source / CSV_NAME).is_file():
         raise FetchError(
             f"{source}: this MAESTRO mirror folder holds neither {ZIP_NAME} nor {CSV_NAME} (the index of the "
-            "unpacked dataset, with each MIDI file at its midi_filename path); $POSBENCH_MIRROR/maestro must hold one"
+            "unpacked dataset, with each MIDI file at its midi_filename path); $POSBENCH_MIRROR/maestro must hold one, "
+            "or $POSBENCH_MIRROR be the unpacked set itself"
         )
     copy_verified(source / CSV_NAME, local / CSV_NAME, verify=read_index_file)
     for performance in read_index_file(source / CSV_NAME):
