@@ -104,6 +104,15 @@ def check_compared(domain: str, runs: list[RunFolder]) -> None:
         )
 
 
+def train(args: argparse.Namespace, jobs: list[Job]) -> bool:
+    """Train a look's runs (--jobs at once, default one per GPU, else per core); False, naming them, when any
+    failed."""
+    failed = run_local(jobs, workers=args.jobs or len(visible_gpus()) or os.cpu_count() or 1)
+    for job in failed:
+        print(f"failed run: {job.label}: {job.error}", file=sys.stderr)
+    return not failed
+
+
 def fix_in_advance(args: argparse.Namespace, selection: list[str] | None, overrides: list[str]) -> int:
     """`--seeds`: write the design into <runs>/<domain>/settle.json before any of its runs exist, with the first
     look's runs as the next ones; then (unless --record) train them and continue the design as make settle does."""
@@ -129,10 +138,7 @@ def fix_in_advance(args: argparse.Namespace, selection: list[str] | None, overri
     jobs = [
         job for name, seed in next_runs for job in plan(args.domain, [name], [seed], preset, args.runs, None, overrides)
     ]
-    failed = run_local([job for job in jobs if not job.folder.joinpath(DONE).exists()], workers=args.jobs or 1)
-    if failed:
-        for job in failed:
-            print(f"failed run: {job.label}: {job.error}", file=sys.stderr)
+    if not train(args, [job for job in jobs if not job.folder.joinpath(DONE).exists()]):
         return 1
     args.seeds = None
     return settle(args, overrides)
@@ -272,10 +278,7 @@ def settle_looks(args: argparse.Namespace, studies: list[PublishedStudy], overri
             )
             return 0
         print(f"training {len(jobs)} runs for look {len(family.looks) + 1}", flush=True)
-        failed = run_local(jobs, workers=args.jobs or len(visible_gpus()) or os.cpu_count() or 1)
-        if failed:
-            for job in failed:
-                print(f"failed run: {job.label}: {job.error}", file=sys.stderr)
+        if not train(args, jobs):
             return 1
         elsewhere = [job for job in jobs if job.status == ELSEWHERE]
         if elsewhere:  # another settle (or sweep) trains them: look again once it may have finished some

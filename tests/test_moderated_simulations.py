@@ -230,7 +230,7 @@ def test_the_interval_futility_rule_stops_only_what_its_interval_shows_the_cap_c
             evidence = simulated(rng, seeds, sds=np.full(2, 0.03))
             evidence.values[1] += 0.001
             pair = Comparator(evidence).pair("e01", "e00")
-            stopped += futile(pair, 10, 0.0125 / 12)
+            stopped += futile(pair, "interval", 10, 0.0125 / 12)
         assert (stopped >= 40) if stops else (stopped == 0), (seeds, stopped)
 
 

@@ -218,14 +218,11 @@ def family_over(
                 )
                 continue
             if design.sequential and pair.verdict == "inconclusive":
-                # planning: the power at the cap if the current estimate were true, at the first Holm level
-                power = conditional_power(pair, design.looks[-1], design.level / len(decided))
-                pair = replace(pair, conditional_power=power)
-                if design.futility == "small_delta":
-                    stop = abs(pair.delta) < pair.region
-                else:
-                    stop = futile(pair, design.looks[-1], design.level / len(decided))
-                if not last and stop:
+                # at the look's first Holm level: planning (the power at the cap if the current estimate were true)
+                # and the design's futility rule
+                cap, first_level = design.looks[-1], design.level / len(decided)
+                pair = replace(pair, conditional_power=conditional_power(pair, cap, first_level))
+                if not last and futile(pair, design.futility, cap, first_level):
                     pair = replace(pair, verdict="stopped", seeds_needed=None)
             final[pair.a] = pair
         look = Look(k + 1, tuple(seeds or ev.seeds), design.level, {b: final[b] for b in family})

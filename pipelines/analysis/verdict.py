@@ -12,7 +12,7 @@ For a pair (a, b), d = score(a) - score(b) in the metric's units (NLL: negative 
   seed's difference, without an interval. Otherwise (no common seed) the two encodings' seed scores are compared as
   independent samples (Welch's se on min(n_a, n_b) - 1 df).
 - Δ: the mean of d_s (paired), or the difference of the two seed means (unpaired), with its t-interval:
-  Δ +- t(df) se, df = n - 1 (paired) or Welch-Satterthwaite. Its coverage at 3, 5 and 10 seeds is simulated in
+  Δ +- t(df) se, df = n - 1 (paired) or min(n_a, n_b) - 1 (unpaired). Its coverage at 3, 5 and 10 seeds is simulated in
   tests/test_verdict_simulations.py (0.95 when the per-seed differences are close to normal, which averaging over
   the test examples makes them).
 - p: the two-sided t-test of Δ = 0 on the same df (scipy's ttest_rel / ttest_ind(equal_var=False)).
@@ -228,7 +228,7 @@ class PairVerdict:
     seeds_needed: int | None = None
     look: int | None = None  # the look of the design that decided it (1-based), None for a fixed-sample verdict
     # the level of the interval the verdict rests on (set by decide): better / worse at Holm rank j of m,
-    # 1 - alpha / (m - j + 1); equivalent / stopped 1 - 2 alpha; inconclusive, the level at which Holm stopped
+    # 1 - alpha / (m - j + 1); equivalent 1 - 2 alpha; open or stopped, the level at which Holm stopped
     decision_level: float = math.nan
     holm_rank: int = 0  # 1-based rank of its raw p in the family (0: not in a family)
     family_size: int = 0
@@ -361,11 +361,14 @@ def conditional_power(pair: PairVerdict, cap: int, alpha: float, effect: float |
     return float(special.ndtr((final - edge) / spread) + special.ndtr((-final - edge) / spread))
 
 
-def futile(pair: PairVerdict, cap: int, alpha: float) -> bool:
-    """Futility on an interval: even if the true Δ were the end of the pair's 95% interval farthest from 0, the
-    test at the cap would decide it with conditional power below FUTILITY_POWER. (A stop on the current estimate's
-    conditional power cut the design's power against one per-seed SD from 0.46 to 0.32 in simulation; the old rule,
-    |Δ| inside the region, stopped on a point estimate whatever its interval.)"""
+def futile(pair: PairVerdict, rule: str, cap: int, alpha: float) -> bool:
+    """Whether an open pair stops for futility under a design's rule (pipelines.analysis.design.FUTILITY_RULES).
+    "interval": even if the true Δ were the end of the pair's 95% interval farthest from 0, the test at the cap
+    would decide it with conditional power below FUTILITY_POWER (a stop on the current estimate's conditional power
+    cut the design's power against one per-seed SD from 0.46 to 0.32 in simulation). "small_delta", the rule of
+    designs recorded before it: |Δ| inside the region, a point estimate whatever its interval."""
+    if rule == "small_delta":
+        return abs(pair.delta) < pair.region
     far = pair.ci_hi if abs(pair.ci_hi) >= abs(pair.ci_lo) else pair.ci_lo
     power = conditional_power(pair, cap, alpha, effect=far)
     return math.isfinite(power) and power < FUTILITY_POWER

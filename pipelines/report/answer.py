@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pipelines.analysis.results import DomainResult
 from pipelines.analysis.verdict import PairVerdict
+from pipelines.report.verdicts import capped
 
 
 def _names(pairs: list[PairVerdict], with_seeds: bool = True) -> str:
@@ -30,8 +31,7 @@ def answer_text(result: DomainResult) -> str:
     for name, pair in every.items():
         if name in provisional:
             continue
-        capped = design.sequential and pair.verdict == "inconclusive" and pair.look == len(design.looks)
-        key = "capped" if capped else pair.verdict
+        key = "capped" if capped(pair, design) else pair.verdict
         by_word.setdefault(key, []).append(pair)
     better, worse = by_word.get("better", []), by_word.get("worse", [])
     level = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from pipelines.analysis.design import Design
 from pipelines.analysis.results import DomainResult
 from pipelines.analysis.sequential import FamilyResult
 from pipelines.analysis.stats import PairedResult
@@ -65,6 +66,11 @@ def delta_cell(pair: PairVerdict, digits: int) -> str:
     return text + (f" {mark}" if mark else "")
 
 
+def capped(pair: PairVerdict, design: Design) -> bool:
+    """An open pair at a sequential design's last look: the design buys it no more seeds."""
+    return design.sequential and pair.verdict == "inconclusive" and pair.look == len(design.looks)
+
+
 def verdict_label(pair: PairVerdict, family: FamilyResult | None) -> str:
     """The verdict as a table says it: the word, a futility stop spelled out, an open pair at a design's last look
     `inconclusive at the cap`, and under a design the look that decided it."""
@@ -74,7 +80,7 @@ def verdict_label(pair: PairVerdict, family: FamilyResult | None) -> str:
     designed = family is not None and family.design.sequential
     if word == "stopped":
         word = STOPPED_BY[family.design.futility] if designed else STOPPED_WORDS
-    elif word == "inconclusive" and designed and pair.look == len(family.design.looks):
+    elif designed and capped(pair, family.design):
         word = "inconclusive at the cap"
     text = f"**{word}**" + (f" (look {pair.look})" if designed and pair.look else "")
     if pair.scope == "joined":

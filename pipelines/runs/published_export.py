@@ -72,12 +72,11 @@ def location_free(value, roots: tuple[str, ...]):
     if isinstance(value, list):
         return [location_free(item, roots) for item in value]
     if isinstance(value, str):
-        for root in roots:
-            if root.startswith("/") and root != "/":
-                if value == root:
-                    return "."
-                if value.startswith(root.rstrip("/") + "/"):
-                    return value[len(root.rstrip("/")) + 1 :]
+        for root in (root.rstrip("/") for root in roots if root.startswith("/") and root != "/"):
+            if value == root:
+                return "."
+            if value.startswith(root + "/"):
+                return value[len(root) + 1 :]
     return value
 
 
@@ -88,6 +87,7 @@ def collect_study(runs_root: Path, domains: list[str], tolerance: float = TOLERA
     records, fixed, domain_runs, settles = {}, {}, {}, {}
     examples: dict[str, list[list[str]]] = {}  # encoding -> its runs' rows
     positions: dict[str, list[list[str]]] = {}
+    published_from = str(Path(runs_root).resolve())
     for domain in domains:
         runs = sorted((r for r in discover_runs(runs_root, domain) if r.finished), key=lambda r: r.label)
         if not runs:
@@ -95,7 +95,7 @@ def collect_study(runs_root: Path, domains: list[str], tolerance: float = TOLERA
         domain_runs[domain] = [run.label for run in runs]
         for run in runs:
             manifest = read_run_json(run, run.path / MANIFEST)
-            roots = (str(Path(runs_root).resolve()), str(manifest.get("config", {}).get("runs_root", "")))
+            roots = (published_from, str(manifest.get("config", {}).get("runs_root", "")))
             records[run.label] = location_free(
                 {
                     "manifest": manifest,
