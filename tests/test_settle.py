@@ -486,6 +486,15 @@ def test_seeds_fix_a_design_before_any_of_its_runs_exist(tmp_path, capsys):
     )
     assert record["looks"] == [] and record["next_runs"][:3] == ["rope10k/seed10", "hope/seed10", "nope/seed10"]
     assert len(record["next_runs"]) == 9 and not any(root.joinpath("jsb").glob("*/seed*"))
+    # resumed after rope10k and hope finished seed 10 (nope has no run yet): the rest of the first look is due,
+    # nope's three runs included (the family is the design's, not the encodings that happen to have runs)
+    lm_domain(root, "jsb", {"rope10k": X, "hope": X + 0.01}, seeds=(10,), seed_step=0.0)
+    assert settle_module.main([*args, "--plan"]) == 0
+    planned = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("  jsb/")]
+    assert sorted(planned) == sorted(
+        ["jsb/rope10k/seed11", "jsb/rope10k/seed12", "jsb/hope/seed11", "jsb/hope/seed12"]
+        + [f"jsb/nope/seed{s}" for s in (10, 11, 12)]
+    )
     with pytest.raises(SystemExit):
         settle_module.main([*args[:-3], "20", "21", "22", "--record"])
     assert "the design's first look is seeds 10, 11, 12, not --seeds 20 21 22" in capsys.readouterr().err

@@ -52,7 +52,10 @@ class Evidence:
         return np.isfinite(self.values[self.encodings.index(encoding)]).all(axis=1)
 
     def seeds_of(self, encoding: str, within: tuple[int, ...] | None = None) -> list[int]:
-        """The encoding's finished seeds, ascending (only those in `within` when given)."""
+        """The encoding's finished seeds, ascending (only those in `within` when given); none for an encoding
+        without runs (a design's member whose first runs are still due)."""
+        if encoding not in self.encodings:
+            return []
         done = [s for s, ok in zip(self.seeds, self.finished(encoding), strict=True) if ok]
         return done if within is None else [s for s in done if s in within]
 

@@ -280,10 +280,13 @@ def fallback_reference(evidence: Evidence) -> str:
 
 def design_members(evidence: Evidence, design: Design, ref: str) -> tuple[list[str], list[str]]:
     """(the baselines of the design's own family, those that joined the study later): the design's recorded
-    encodings, or in a design that records none, every encoding holding the first look's seeds."""
+    encodings, those without a run yet included (a design fixed before its runs: their first look's runs are due,
+    never dropped from the family), or in a design that records none, every encoding holding the first look's
+    seeds."""
     baselines = [name for name in evidence.encodings if name != ref]
     if design.encodings:
-        members = [name for name in baselines if name in design.encodings]
+        unrun = sorted(name for name in design.encodings if name != ref and name not in evidence.encodings)
+        members = [name for name in baselines if name in design.encodings] + unrun
     else:
         first = set(design.look_seeds(0))
         members = [name for name in baselines if first <= set(evidence.seeds_of(name))]
