@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from pipelines.analysis.design import DEFAULT_REF
-from pipelines.analysis.evidence import EvidenceError
+from pipelines.analysis.loading import EvidenceError
 from pipelines.analysis.study import Study, analyse_study
 from pipelines.experiment.config import domain_names
 from pipelines.report.study import write_study_report

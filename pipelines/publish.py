@@ -24,7 +24,7 @@ import math
 import sys
 from pathlib import Path
 
-from pipelines.analysis.evidence import EvidenceError
+from pipelines.analysis.loading import EvidenceError
 from pipelines.analysis.study import Study, analyse_study
 from pipelines.experiment.config import domain_names
 from pipelines.report.files import publish

@@ -52,14 +52,15 @@ from pathlib import Path
 from domains.atomic import write_json
 from pipelines.analysis.design import DEFAULT_LOOKS, DEFAULT_REF, FUTILITY_RULES, SETTLE_FILE, Design, read_design
 from pipelines.analysis.domain import analyse_domain
-from pipelines.analysis.evidence import EvidenceError, preset_of, require_finished
+from pipelines.analysis.evidence import preset_of, require_finished
+from pipelines.analysis.loading import EvidenceError, LoadedRun, load_runs
 from pipelines.analysis.results import DomainResult
 from pipelines.experiment.config import config_options, domain_names, roster
 from pipelines.launch.costs import estimated_seconds, fmt_seconds
 from pipelines.launch.designing import check_unchanged, design_in_advance, initial_design
 from pipelines.launch.jobs import ELSEWHERE, Job, check_joinable, plan
 from pipelines.launch.local import run_local, visible_gpus
-from pipelines.runs.layout import DERIVED_MARK, DONE, RunFolder, discover_runs
+from pipelines.runs.layout import DERIVED_MARK, DONE, discover_runs
 from pipelines.runs.metrics import RunFileError
 from pipelines.runs.published_format import SETTLE_DIR, PublishedStudy, StudyError
 from pipelines.runs.published_join import add_with_option, joined_runs, joined_scratch
@@ -69,7 +70,7 @@ DEFAULT_MAX_SEEDS = 10
 WAIT_SECONDS = 30  # between looks while another process trains the runs a look needs
 
 
-def chosen_runs(runs: list[RunFolder], encodings: list[str] | None, ref: str) -> list[RunFolder]:
+def chosen_runs(runs: list[LoadedRun], encodings: list[str] | None, ref: str) -> list[LoadedRun]:
     """The domain's runs of the chosen encodings (and their YaRN siblings) and of the reference they are settled
     against; all of them without a choice."""
     if not encodings:
@@ -78,7 +79,7 @@ def chosen_runs(runs: list[RunFolder], encodings: list[str] | None, ref: str) ->
 
 
 def reference(
-    args: argparse.Namespace, design: Design | None, runs: list[RunFolder], selection: list[str] | None
+    args: argparse.Namespace, design: Design | None, runs: list[LoadedRun], selection: list[str] | None
 ) -> str:
     """The reference the chosen encodings are settled against: the design's, else --ref, else the SPEC's default;
     EvidenceError naming the choice when a selection (--encodings, --roster) is to be settled against a default
@@ -94,7 +95,7 @@ def reference(
     return ref
 
 
-def check_compared(domain: str, runs: list[RunFolder]) -> None:
+def check_compared(domain: str, runs: list[LoadedRun]) -> None:
     """EvidenceError when the runs to settle hold one encoding: nothing to compare it with."""
     finished = sorted({run.encoding for run in runs if run.finished})
     if len(finished) < 2:
@@ -203,19 +204,19 @@ def settle(args: argparse.Namespace, overrides: list[str]) -> int:
 
 def evidence_runs(
     args: argparse.Namespace, studies: list[PublishedStudy], scratch: Path, look: int
-) -> tuple[list[RunFolder], Path]:
-    """The domain's runs the analysis reads, and the folder its design is read from: the runs folder's own, or with
-    --with the published studies' runs joined to the local ones (laid out afresh in `scratch` at each look; a local
-    run that could not join a study is refused by name, pipelines.runs.published_join.join)."""
+) -> tuple[list[LoadedRun], Path]:
+    """The domain's runs, loaded (pipelines.analysis.loading), and the folder its design is read from: the runs
+    folder's own, or with --with the published studies' runs joined to the local ones (laid out afresh in `scratch`
+    at each look; a local run that could not join a study is refused by name, pipelines.runs.published_join.join)."""
     if not studies:
-        return discover_runs(args.runs, args.domain), args.runs / args.domain
+        return load_runs(discover_runs(args.runs, args.domain)), args.runs / args.domain
     root, notes = joined_runs(args.runs, studies, scratch / f"look{look}", [args.domain])
     for note in notes:
         print(note)
     if not (root / args.domain).is_dir():
         studies = ", ".join(map(str, args.with_studies))
         raise EvidenceError(f"{args.domain}: neither {args.runs} nor {studies} hold runs of it")
-    return discover_runs(root, args.domain), root / args.domain
+    return load_runs(discover_runs(root, args.domain)), root / args.domain
 
 
 def design_source(args: argparse.Namespace) -> Path:
@@ -291,7 +292,7 @@ def settle_looks(args: argparse.Namespace, studies: list[PublishedStudy], overri
         runs = evidence_runs(args, studies, scratch, look)[0]  # the look's new runs beside the others
 
 
-def print_plan(result: DomainResult, jobs: list[Job], runs: list[RunFolder]) -> int:
+def print_plan(result: DomainResult, jobs: list[Job], runs: list[LoadedRun]) -> int:
     if not jobs:
         print("plan: nothing to train" + ("" if result.verdicts.next_runs else ": every pair is decided or capped"))
         return 0

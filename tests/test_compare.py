@@ -11,7 +11,8 @@ import pytest
 from scipy import stats as sps
 
 from pipelines.analysis.curves import pooled_positions, split_length
-from pipelines.analysis.evidence import IncomparableRunsError, check_comparable, missing_runs
+from pipelines.analysis.evidence import check_comparable, missing_runs
+from pipelines.analysis.loading import IncomparableRunsError, load_runs
 from pipelines.report.figures import binned_curve
 from pipelines.runs.layout import discover_runs
 from pipelines.runs.metrics import read_csv as read_numeric_csv
@@ -166,9 +167,11 @@ def test_compare_raises_on_an_empty_domain(tmp_path):
 def test_a_failed_run_is_reported_with_its_error(tmp_path):
     for pe in ("rope10k", "nope"):
         (tmp_path / "jsb" / pe / "seed0").mkdir(parents=True)
-    (tmp_path / "jsb" / "rope10k" / "seed0" / "done.json").write_text("{}")
     (tmp_path / "jsb" / "nope" / "seed0" / "failed.json").write_text('{"error": "NonFiniteLossError: loss is nan"}')
-    assert missing_runs(discover_runs(tmp_path, "jsb")) == ["jsb/nope/seed0: failed (NonFiniteLossError: loss is nan)"]
+    assert missing_runs(load_runs(discover_runs(tmp_path, "jsb"))) == [
+        "jsb/nope/seed0: failed (NonFiniteLossError: loss is nan)",
+        "jsb/rope10k/seed0: unfinished (no done.json)",
+    ]
 
 
 # ------------------------------------------------------------------------------------------ refusal
@@ -204,12 +207,12 @@ def test_mismatched_runs_are_refused_naming_them(tmp_path, change, aspect, darop
 
 def test_encodings_parameters_and_separate_tasks_are_not_mismatches(tmp_path):
     pair(tmp_path / "runs")  # darope holds 520 more parameters, all of them its encoding's
-    check_comparable(discover_runs(tmp_path / "runs", "jsb"))
+    check_comparable(load_runs(discover_runs(tmp_path / "runs", "jsb")))
     # two synthetic tasks have different data (own hashes) and that is fine: each task is its own group
     for task in ("parity", "needle"):
         run_dir = tmp_path / "runs" / "synthetic" / task / "nope" / "seed0"
         write_run(run_dir, domain="synthetic", pe="nope", seed=0, task=task, chance=0.5, splits={})
-    check_comparable(discover_runs(tmp_path / "runs", "synthetic"))
+    check_comparable(load_runs(discover_runs(tmp_path / "runs", "synthetic")))
 
 
 # ------------------------------------------------------------------------------------- small helpers

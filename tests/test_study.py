@@ -14,7 +14,11 @@ import pytest
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
+from pipelines.analysis.study import analyse_loaded, load_study
 from pipelines.compare import main
+from pipelines.inspection.recency import LayerRecency, RecencyProfile
+from pipelines.report import page_runs
+from pipelines.report.study import write_study_report
 from tests.run_fixtures import (
     CONTEXT,
     INSTANCE_TOKENS,
@@ -541,3 +545,47 @@ def test_a_comparison_opens_each_run_file_once(tmp_path):
         OPENED = None
     counts = Counter(opened)
     assert len(counts) > 100 and max(counts.values()) == 1, counts.most_common(3)
+
+
+def test_the_analysis_and_the_report_are_functions_of_the_loaded_runs(tmp_path):
+    """Load once, then no return to the run folders: the constructed study (two NLL domains, a domain with tasks and
+    YaRN rows, extrapolation splits, a failed run, an unfinished domain) with a training log and an inspection added,
+    loaded, then its runs folder moved away, is analysed and rendered to the same summary, study data and page as the
+    study read in place; and every file of the runs folder was opened while loading, none after."""
+    global OPENED
+    root = tmp_path / "runs"
+    _study_tree(root)
+    log = root / "jsb" / "darope" / "seed0" / "logs" / "metrics.csv"
+    log.parent.mkdir(parents=True)
+    log.write_text("step,train/loss,val/loss\n1,3.5,\n2,3.25,\n2,,3.4\n")
+    layer = LayerRecency(np.array([4.0, 3, 2, 1]), np.array([2.5, 1.0, 0.4, 0.1]), np.ones(4), np.ones(4), 1.0, 1.0)
+    profile = RecencyProfile([layer], context=4, window=4, wavelength=1.5, wavelength_source="s", reference=2.0)
+    for run in ("darope/seed0", "nope/seed1"):
+        inspection = root / "jsb" / run / "inspect" / "test.json"
+        inspection.parent.mkdir(parents=True)
+        inspection.write_text(json.dumps({"split": "test", "recency": profile.as_json()}))
+    in_place = study(root, None, tmp_path / "in_place", ref="darope")
+
+    sys.addaudithook(_record_opens)
+    OPENED = []
+    try:
+        loaded = load_study(root, None)
+        opened_loading = [path for path in OPENED if path.startswith(str(root))]
+        root.rename(tmp_path / "moved")  # nothing under the runs folder can be opened from here on
+        OPENED = []
+        analysed = analyse_loaded(root, loaded, "darope")
+        from_loaded = write_study_report(analysed, tmp_path / "from_loaded")
+        opened_after = [path for path in OPENED if path.startswith(str(root))]
+    finally:
+        OPENED = None
+    assert len(set(opened_loading)) > 100 and opened_after == []
+    for name in ("summary.md", "summary.json", "summary.csv", "index.html"):
+        assert (from_loaded.parent / name).read_bytes() == (in_place.parent / name).read_bytes(), name
+    page = (from_loaded.parent / "index.html").read_text()
+    assert "3.25" in page and "jsb/darope/seed0" in page  # the training log, loaded, reached the page
+    # the one-run view holds every finished run's test examples, a YaRN entry's included
+    records = {record["label"]: record for record in page_runs.run_records(analysed)}
+    assert records["maestro/rope10k+yarn/seed0"]["total_examples"] == 5
+    assert records["maestro/rope10k+yarn/seed0"]["ref"] == "maestro/darope/seed0"
+    far_mass = json.loads((from_loaded.parent / "summary.json").read_text())["attention_by_distance"]["far_mass"]
+    assert [(row["encoding"], row["seeds"]) for row in far_mass] == [("darope", [0]), ("nope", [1])]

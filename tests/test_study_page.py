@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from pipelines.analysis.design import SETTLE_FILE, Design
+from pipelines.analysis.loading import FINISHED, LoadedRun
 from pipelines.publish import main as publish_main
 from pipelines.report import html as study_html
 from pipelines.report import page_runs
@@ -371,7 +372,9 @@ def test_a_training_curve_s_loss_is_shown_to_four_significant_digits(tmp_path):
     run_dir = tmp_path / "jsb" / "nope" / "seed0"
     (run_dir / TRAIN_METRICS).parent.mkdir(parents=True)
     write_csv(run_dir / TRAIN_METRICS, ["step", "train/loss"], [[0, 4.9049201011657715], [1, 0.012345678]])
-    rows = page_runs._training_rows(RunFolder(RunKey("jsb", None, "nope", 0), run_dir))
+    key = RunKey("jsb", None, "nope", 0)
+    loaded = LoadedRun(key, run_dir, FINISHED, training_curves=read_training_curves(RunFolder(key, run_dir)))
+    rows = page_runs._training_rows(loaded)
     assert rows == [["training", 0, 4.905], ["training", 1, 0.01235]]
 
 

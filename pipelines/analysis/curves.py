@@ -12,8 +12,8 @@ from typing import NamedTuple
 import numpy as np
 
 from pipelines.analysis.evidence import finished_by, training_context
-from pipelines.runs.layout import RunFolder
-from pipelines.runs.metrics import is_evaluated, read_per_position, split_entries
+from pipelines.analysis.loading import LoadedRun
+from pipelines.runs.metrics import is_evaluated
 
 _LENGTH_FACTOR = re.compile(r"_(\d+)x$")  # test_2x: evaluated at 2x the training context
 
@@ -39,8 +39,8 @@ def pooled_positions(tables: Iterable[dict[str, np.ndarray]]) -> PositionNLL:
     return PositionNLL(positions, nll_sum[positions], tokens[positions])
 
 
-def pooled_split_positions(runs: Iterable[RunFolder], split: str) -> PositionNLL:
-    return pooled_positions(read_per_position(run, split) for run in runs)
+def pooled_split_positions(runs: Iterable[LoadedRun], split: str) -> PositionNLL:
+    return pooled_positions(run.position_table(split) for run in runs)
 
 
 @dataclass(frozen=True)
@@ -84,13 +84,13 @@ def split_length(split: str, entry: dict, context: int) -> int | None:
     return int(factor[1]) * context if factor else None
 
 
-def load_extrapolation(group: str, runs: list[RunFolder]) -> list[Curve]:
+def load_extrapolation(group: str, runs: list[LoadedRun]) -> list[Curve]:
     """A Curve per (split longer than the training context, encoding) of one domain or task."""
     finished = [run for run in runs if run.finished]
     if not finished:
         return []
     context = training_context(finished)
-    splits = {run: split_entries(run) for run in finished}
+    splits = {run: run.splits for run in finished}
     lengths = {}
     for entries in splits.values():
         for split, entry in entries.items():
@@ -106,7 +106,7 @@ def load_extrapolation(group: str, runs: list[RunFolder]) -> list[Curve]:
             evaluated = [run for run in enc_runs if is_evaluated(splits[run].get(split))]
             common = {"group": group, "split": split, "length": length, "context": context, "encoding": encoding}
             if evaluated:
-                tables = {run.seed: read_per_position(run, split) for run in evaluated}
+                tables = {run.seed: run.position_table(split) for run in evaluated}
                 pooled = pooled_positions(tables.values())
                 seed_past = {seed: past_mean(pooled_positions([t]), context) for seed, t in tables.items()}
                 curves.append(

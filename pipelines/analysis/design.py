@@ -29,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 
-from pipelines.analysis.matrix import Evidence
 from pipelines.runs.layout import SETTLE as SETTLE_FILE
 
 ALPHA = 0.05
@@ -155,6 +154,6 @@ def read_design(domain_folder: Path) -> Design | None:
         raise ValueError(f"{path}: not a design written by make settle ({type(error).__name__}: {error})") from None
 
 
-def fixed_design(evidence: Evidence, ref: str | None, alpha: float = ALPHA) -> Design:
-    """One look over every seed the runs hold: a fixed-sample comparison."""
-    return Design(tuple(evidence.seeds), (len(evidence.seeds),), alpha, ref, sequential=False)
+def fixed_design(seeds: tuple[int, ...], ref: str | None, alpha: float = ALPHA) -> Design:
+    """One look over every seed the runs hold (`seeds`): a fixed-sample comparison."""
+    return Design(tuple(seeds), (len(seeds),), alpha, ref, sequential=False)

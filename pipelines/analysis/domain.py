@@ -13,16 +13,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.analysis.design import Design, read_design
+from pipelines.analysis.design import Design
 from pipelines.analysis.evidence import check_comparable, require_finished
+from pipelines.analysis.loading import LoadedRun, load_domain
 from pipelines.analysis.per_example import analyse_per_example
 from pipelines.analysis.per_task import analyse_per_task
 from pipelines.analysis.results import DomainResult
-from pipelines.runs.layout import RunFolder, discover_runs, has_tasks
+from pipelines.runs.layout import has_tasks
 
 
-def analyse_domain(domain: str, runs: list[RunFolder], ref: str | None, design: Design | None = None) -> DomainResult:
-    """Check the runs are comparable (IncomparableRunsError naming them otherwise) and analyse them.
+def analyse_domain(domain: str, runs: list[LoadedRun], ref: str | None, design: Design | None = None) -> DomainResult:
+    """Check the loaded runs are comparable (IncomparableRunsError naming them otherwise) and analyse them.
     `ref` is the reference of the verdicts and paired tests (`darope` when None and it has run, else the best
     encoding; SPEC 3); `design` the group-sequential design of make settle, when the domain has one."""
     check_comparable(runs)
@@ -34,6 +35,6 @@ def analyse_domain(domain: str, runs: list[RunFolder], ref: str | None, design: 
 def analyse_runs(runs_root: Path, domain: str, ref: str | None = None) -> DomainResult:
     """The domain's result from the run folders under `runs_root` (and its settle.json, when make settle wrote
     one). FileNotFoundError naming the folder when the domain has no run folder, or no finished run."""
-    runs = discover_runs(runs_root, domain)
-    require_finished(runs, runs_root)
-    return analyse_domain(domain, runs, ref, read_design(Path(runs_root) / domain))
+    loaded = load_domain(runs_root, domain)
+    require_finished(loaded.runs, runs_root)
+    return analyse_domain(domain, loaded.runs, ref, loaded.design)

@@ -11,7 +11,8 @@
    token budget (max_steps x batch_size x context), model (config.model and the parameters outside the encoding)
    preset, trainer and optimiser settings and domain settings (pipelines.runs.settings: all but what cannot change a
    result); otherwise IncomparableRunsError names the groups of runs ("every encoding sees the same data in the
-   same order with the same token budget"). A folder whose manifest names another run (copied, linked) is refused.
+   same order with the same token budget"). A folder whose manifest names another run (copied, linked) is refused
+   when it is loaded (pipelines.analysis.loading).
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipelines.runs.layout import FAILED, MANIFEST, RunFolder, RunKey, is_derived
-from pipelines.runs.metrics import read_run_json, run_file_error
+from pipelines.analysis.loading import IncomparableRunsError, LoadedRun
+from pipelines.runs.layout import MANIFEST, RunKey, is_derived
 from pipelines.runs.settings import effective_batch, fixed_properties
 
 if TYPE_CHECKING:
@@ -31,16 +32,8 @@ if TYPE_CHECKING:
     from pipelines.analysis.matrix import Evidence
 
 
-class EvidenceError(ValueError):
-    """The runs of a domain cannot be compared as they are; the message says which and why."""
-
-
-class IncomparableRunsError(EvidenceError):
-    """Finished runs of one domain (one task) differ in what SPEC 3 holds fixed."""
-
-
-def finished_by(runs: Iterable[RunFolder], *keys: str) -> dict[tuple, list[RunFolder]]:
-    """Finished runs grouped by the given RunFolder attributes, seeds ascending."""
+def finished_by(runs: Iterable[LoadedRun], *keys: str) -> dict[tuple, list[LoadedRun]]:
+    """Finished runs grouped by the given LoadedRun attributes, seeds ascending."""
     grouped = defaultdict(list)
     for run in sorted(runs, key=lambda r: r.seed):
         if run.finished:
@@ -48,7 +41,7 @@ def finished_by(runs: Iterable[RunFolder], *keys: str) -> dict[tuple, list[RunFo
     return dict(grouped)
 
 
-def missing_runs(runs: list[RunFolder], design: Design | None = None) -> list[str]:
+def missing_runs(runs: list[LoadedRun], design: Design | None = None) -> list[str]:
     """One line per expected run without a finished result (see the module docstring)."""
     present = {(r.key.task, r.encoding, r.seed): r for r in runs}
     domain = runs[0].domain
@@ -66,24 +59,10 @@ def missing_runs(runs: list[RunFolder], design: Design | None = None) -> list[st
         if run is None:
             lines.append(f"{RunKey(domain, task, encoding, seed).label}: no run folder")
         elif run.failed:
-            lines.append(f"{run.label}: failed ({read_run_json(run, run.path / FAILED).get('error')})")
+            lines.append(f"{run.label}: failed ({run.failure})")
         elif not run.finished:
             lines.append(f"{run.label}: unfinished (no done.json)")
     return lines
-
-
-def _value(run: RunFolder, manifest: dict, *keys: str):
-    value = manifest
-    for key in keys:
-        if not isinstance(value, dict) or key not in value:
-            raise run_file_error(run, run.path / MANIFEST, f"no {'.'.join(keys)}")
-        value = value[key]
-    return value
-
-
-def manifest_value(run: RunFolder, *keys: str):
-    """A value of the run's manifest.json by its key path; RunFileError naming the run when it is absent."""
-    return _value(run, read_run_json(run, run.path / MANIFEST), *keys)
 
 
 @dataclass(frozen=True)
@@ -111,7 +90,7 @@ class SeedSelection:
         return len({tuple(seeds) for seeds in self.per_encoding.values()}) <= 1
 
 
-def seed_selection(runs: list[RunFolder], evidence: Evidence | None) -> SeedSelection:
+def seed_selection(runs: list[LoadedRun], evidence: Evidence | None) -> SeedSelection:
     """The seeds of a domain's comparison (see SeedSelection); none used without evidence."""
     expected = sorted({run.seed for run in runs if not run.derived})
     if evidence is None:
@@ -120,40 +99,21 @@ def seed_selection(runs: list[RunFolder], evidence: Evidence | None) -> SeedSele
     return SeedSelection(evidence.common_seeds(), expected, per_encoding)
 
 
-def check_key(run: RunFolder, manifest: dict) -> None:
-    """The folder is what its manifest says it is (a copied or linked folder is refused, naming both)."""
-    recorded = manifest.get("run", {})
-    try:
-        key = RunKey(recorded["domain"], recorded.get("task") or None, recorded["pe_id"], int(recorded["seed"]))
-    except (KeyError, TypeError, ValueError):
-        raise run_file_error(run, run.path / MANIFEST, "no run key (run.domain, task, pe_id, seed)") from None
-    if key != run.key:
-        raise IncomparableRunsError(
-            f"{run.path}: the folder says {run.label} but its manifest records {key.label} (a copied or linked run "
-            "folder?); move it back or delete it: counting it as what its path says would add a run that does not "
-            "exist"
-        )
-
-
-def run_properties(run: RunFolder) -> dict[str, str]:
+def run_properties(run: LoadedRun) -> dict[str, str]:
     """What must agree between the finished runs of one domain or task, each as printable text.
 
     The model is config.model (the encoding is its own config group) and the parameter count outside the
     encoding, n_params - encoding["parameters"]: encodings legitimately add their own parameters. The trainer and
     optimiser settings and the domain's arguments are everything of config.trainer and config.domain that can
     change a result (pipelines.runs.settings)."""
-    manifest = read_run_json(run, run.path / MANIFEST)
-    check_key(run, manifest)
-
-    def get(*keys):
-        return _value(run, manifest, *keys)
+    manifest, get = run.manifest, run.manifest_value
 
     model = get("config", "model")
     trainer = get("config", "trainer")
     batch = effective_batch(trainer)
     steps, context = get("config", "trainer", "max_steps"), model.get("context")
     if context is None:
-        raise run_file_error(run, run.path / MANIFEST, "no config.model.context")
+        raise run.file_error(run.path / MANIFEST, "no config.model.context")
     non_encoding = get("n_params") - get("encoding", "parameters")
     model_text = ", ".join(f"{key}={value}" for key, value in sorted(model.items()))
     fixed = fixed_properties(manifest)
@@ -175,19 +135,19 @@ def run_properties(run: RunFolder) -> dict[str, str]:
     }
 
 
-def commits(runs: list[RunFolder]) -> dict[str, list[str]]:
+def commits(runs: list[LoadedRun]) -> dict[str, list[str]]:
     """The code commits the finished runs were trained at (`<sha>` or `<sha>+dirty`) -> their labels: differing
     commits are reported, not refused (what they change is refused by check_comparable)."""
     held = defaultdict(list)
     for run in runs:
         if run.finished:
-            git = read_run_json(run, run.path / MANIFEST).get("git") or {}
+            git = run.manifest.get("git") or {}
             sha = (git.get("sha") or "unknown")[:12] + ("+dirty" if git.get("dirty") else "")
             held[sha].append(run.label)
     return dict(held)
 
 
-def check_comparable(runs: list[RunFolder]) -> None:
+def check_comparable(runs: list[LoadedRun]) -> None:
     """Raise IncomparableRunsError listing, per property that differs, the groups of runs sharing a value."""
     problems = []
     for (_,), group_runs in sorted(finished_by(runs, "group").items()):
@@ -206,17 +166,17 @@ def check_comparable(runs: list[RunFolder]) -> None:
         )
 
 
-def training_context(runs: list[RunFolder]) -> int:
+def training_context(runs: list[LoadedRun]) -> int:
     """Training context of the runs (config.model.context; check_comparable makes them agree)."""
-    return int(manifest_value(runs[0], "config", "model", "context"))
+    return int(runs[0].manifest_value("config", "model", "context"))
 
 
-def preset_of(runs: list[RunFolder]) -> str:
+def preset_of(runs: list[LoadedRun]) -> str:
     """The preset of the first finished run (check_comparable makes the finished runs agree)."""
-    return str(manifest_value(next(r for r in runs if r.finished), "run", "preset"))
+    return str(next(r for r in runs if r.finished).manifest_value("run", "preset"))
 
 
-def require_finished(runs: list[RunFolder], runs_root: Path) -> None:
+def require_finished(runs: list[LoadedRun], runs_root: Path) -> None:
     """FileNotFoundError naming the domain's folder when none of its runs has finished."""
     if not any(run.finished for run in runs):
         domain = runs[0].domain

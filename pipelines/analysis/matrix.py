@@ -15,19 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from domains.base import Metric
+from pipelines.analysis.loading import TEST_SPLIT, LoadedRun
 from pipelines.analysis.stats import chance_normalised
-from pipelines.runs.layout import MANIFEST, RunFolder
-from pipelines.runs.metrics import (
-    is_evaluated,
-    per_example_path,
-    read_run_csv,
-    read_run_json,
-    run_file_error,
-    split_entries,
-    summary_path,
-)
-
-TEST_SPLIT = "test"
+from pipelines.runs.metrics import is_evaluated, per_example_path
 
 
 @dataclass(frozen=True)
@@ -103,31 +93,28 @@ def _grid(cells: dict[tuple[str, int], np.ndarray], n: int) -> tuple[tuple[str, 
     return encodings, seeds, values
 
 
-def _test_tables(runs: list[RunFolder], columns: tuple[str, ...]) -> tuple[np.ndarray | None, list]:
-    """The example ids and each run's (run, {column: values}) of its test per-example table, rows sorted by example
-    id. Every run must score the same examples (RunFileError naming the run and the first run's file otherwise);
-    non-finite values are refused when read."""
+def _test_tables(runs: list[LoadedRun], columns: tuple[str, ...]) -> tuple[np.ndarray | None, list]:
+    """The example ids and each run's (run, {column: values}) of its test per-example table (rows by example id,
+    checked when loaded). Every run must score the same examples (RunFileError naming the run and the first run's
+    file otherwise)."""
     tables, ids, first = [], None, None
     for run in sorted(runs, key=lambda r: (r.encoding, r.seed)):
         path = per_example_path(run.path, TEST_SPLIT)
-        table = read_run_csv(run, path, ("example", *columns))
-        order = np.argsort(table["example"], kind="stable")
-        run_ids = table["example"][order].astype(int)
-        if np.any(np.diff(run_ids) == 0):
-            raise run_file_error(run, path, "an example id appears twice")
+        if run.per_example is None:
+            raise run.file_error(path, "missing")
+        run_ids = run.per_example["example"]
         if ids is not None and not np.array_equal(run_ids, ids):
-            raise run_file_error(
-                run,
+            raise run.file_error(
                 path,
                 f"scores {run_ids.size} examples, not the {ids.size} of {first.label} "
                 f"({per_example_path(first.path, TEST_SPLIT)}): every run must score the same test examples",
             )
         ids, first = (run_ids, run) if ids is None else (ids, first)
-        tables.append((run, {column: table[column][order] for column in columns}))
+        tables.append((run, {column: run.per_example[column] for column in columns}))
     return ids, tables
 
 
-def per_example_evidence(domain: str, metric: Metric, runs: list[RunFolder]) -> Evidence:
+def per_example_evidence(domain: str, metric: Metric, runs: list[LoadedRun]) -> Evidence:
     """The test NLL of every example under every finished trained run."""
     ids, tables = _test_tables([r for r in runs if r.finished and not r.derived], ("nll",))
     if ids is None:
@@ -136,35 +123,22 @@ def per_example_evidence(domain: str, metric: Metric, runs: list[RunFolder]) -> 
     return Evidence(domain, metric, encodings, seeds, tuple(int(i) for i in ids), values, "example")
 
 
-def task_chance(task: str, runs: list[RunFolder]) -> float:
+def task_chance(task: str, runs: list[LoadedRun]) -> float:
     """The task's chance level from the manifests (nan when none gives one); all runs must agree."""
-    levels = {read_run_json(run, run.path / MANIFEST).get("chance") for run in runs}
+    levels = {run.manifest.get("chance") for run in runs}
     levels = {level for level in levels if level is not None}
     if len(levels) > 1:
         raise ValueError(f"task {task!r}: manifests disagree on the chance level: {sorted(levels)}")
     return levels.pop() if levels else math.nan
 
 
-def split_entry(run: RunFolder, split: str) -> dict | None:
-    """The split's entry of the run's summary.json (None when absent), its accuracy and NLL checked finite when the
-    split was evaluated."""
-    entry = split_entries(run).get(split)
-    if not is_evaluated(entry):
-        return entry
-    for key in ("accuracy", "nll"):
-        value = entry.get(key)
-        if not isinstance(value, int | float) or not math.isfinite(value):
-            raise run_file_error(run, summary_path(run.path), f"{split}: {key} is {value!r}, not a finite number")
-    return entry
-
-
-def accuracy_on_test(run: RunFolder) -> float | None:
+def accuracy_on_test(run: LoadedRun) -> float | None:
     """The run's test token accuracy (None when the split was not evaluated)."""
-    entry = split_entry(run, TEST_SPLIT)
+    entry = run.splits.get(TEST_SPLIT)
     return float(entry["accuracy"]) if is_evaluated(entry) else None
 
 
-def per_task_evidence(domain: str, metric: Metric, runs: list[RunFolder]) -> Evidence:
+def per_task_evidence(domain: str, metric: Metric, runs: list[LoadedRun]) -> Evidence:
     """Each task's chance-normalised test accuracy under every (encoding, seed) that finished every task."""
     trained = [r for r in runs if r.finished and not r.derived]
     tasks = tuple(sorted({r.group for r in runs}))
@@ -181,7 +155,7 @@ def per_task_evidence(domain: str, metric: Metric, runs: list[RunFolder]) -> Evi
     return Evidence(domain, metric, encodings, seeds, tasks, values, "task")
 
 
-def per_instance_evidence(domain: str, metric: Metric, runs: list[RunFolder], chance: dict[str, float]) -> Evidence:
+def per_instance_evidence(domain: str, metric: Metric, runs: list[LoadedRun], chance: dict[str, float]) -> Evidence:
     """Each test instance's chance-normalised token accuracy (correct / tokens of its output span, normalised by its
     task's chance level), every task's instances in turn (ids `task:example`), under every (encoding, seed) among
     `runs` that finished every task: paper 000 C.2's per-example input for a domain with tasks."""
@@ -193,7 +167,7 @@ def per_instance_evidence(domain: str, metric: Metric, runs: list[RunFolder], ch
         task_ids, tables = _test_tables([r for r in trained if r.group == task], ("tokens", "correct"))
         for run, table in tables:
             if np.any(table["tokens"] <= 0):
-                raise run_file_error(run, per_example_path(run.path, TEST_SPLIT), "an example scores no tokens")
+                raise run.file_error(per_example_path(run.path, TEST_SPLIT), "an example scores no tokens")
             accuracy = table["correct"] / table["tokens"]
             parts.setdefault((run.encoding, run.seed), []).append(chance_normalised(accuracy, chance[task]))
         ids += [f"{task}:{i}" for i in task_ids]

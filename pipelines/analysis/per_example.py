@@ -14,15 +14,15 @@ from pipelines.analysis.curves import load_extrapolation, pooled_split_positions
 from pipelines.analysis.design import Design
 from pipelines.analysis.evidence import commits, finished_by, missing_runs, preset_of, seed_selection
 from pipelines.analysis.extrapolation import past_length_verdicts
+from pipelines.analysis.loading import LoadedRun
 from pipelines.analysis.matrix import Evidence, per_example_evidence
 from pipelines.analysis.results import TEST_SPLIT, DomainResult, entries_with_intervals
 from pipelines.analysis.sequential import matched_scores, seed_verdicts
 from pipelines.analysis.stats import FriedmanResult, PairedResult, friedman, matched_paired_tests, ranks
 from pipelines.experiment.config import datamodule_class
-from pipelines.runs.layout import RunFolder
 
 
-def analyse_per_example(domain: str, runs: list[RunFolder], ref: str | None, design: Design | None) -> DomainResult:
+def analyse_per_example(domain: str, runs: list[LoadedRun], ref: str | None, design: Design | None) -> DomainResult:
     evidence = per_example_evidence(domain, datamodule_class(domain).metric, runs)
     verdicts = seed_verdicts(evidence, ref, design)
     matched = matched_scores(evidence, verdicts)

@@ -20,12 +20,12 @@ from pipelines.analysis.curves import load_extrapolation
 from pipelines.analysis.design import Design
 from pipelines.analysis.evidence import commits, finished_by, missing_runs, preset_of, seed_selection
 from pipelines.analysis.extrapolation import past_length_verdicts
+from pipelines.analysis.loading import LoadedRun
 from pipelines.analysis.matrix import (
     Evidence,
     accuracy_on_test,
     per_instance_evidence,
     per_task_evidence,
-    split_entry,
     task_chance,
 )
 from pipelines.analysis.results import (
@@ -39,13 +39,13 @@ from pipelines.analysis.results import (
 from pipelines.analysis.sequential import matched_scores, seed_verdicts
 from pipelines.analysis.stats import PairedResult, chance_normalised, matched_paired_tests, ranks
 from pipelines.experiment.config import datamodule_class
-from pipelines.runs.layout import RunFolder, is_derived
+from pipelines.runs.layout import is_derived
 from pipelines.runs.metrics import is_evaluated
 
 
-def _cell(runs: list[RunFolder], split: str, chance: float) -> Cell:
+def _cell(runs: list[LoadedRun], split: str, chance: float) -> Cell:
     """Mean over seeds of one split's accuracy and NLL from metrics/summary.json."""
-    entries = [split_entry(run, split) for run in runs]
+    entries = [run.splits.get(split) for run in runs]
     evaluated = [e for e in entries if is_evaluated(e)]
     if evaluated:
         accuracy = float(np.mean([e["accuracy"] for e in evaluated]))
@@ -60,7 +60,7 @@ def _cell(runs: list[RunFolder], split: str, chance: float) -> Cell:
     return Cell(status="n/a", note="; ".join(reasons)) if reasons else Cell(status="missing")
 
 
-def load_task_table(runs: list[RunFolder], seeds: dict[str, list[int]], splits: tuple[str, ...]) -> TaskTable:
+def load_task_table(runs: list[LoadedRun], seeds: dict[str, list[int]], splits: tuple[str, ...]) -> TaskTable:
     """Chance per task and cells[split][task][encoding] for every task and encoding seen in `runs`, each cell over
     the encoding's `seeds` (those it finished on every task; all its finished seeds when it has none such). YaRN
     entries (over their rope run's seeds) are left out of the in-distribution split (at scale 1 they are their rope
@@ -87,7 +87,7 @@ def load_task_table(runs: list[RunFolder], seeds: dict[str, list[int]], splits: 
     return TaskTable(chance, cells)
 
 
-def _incomplete(evidence: Evidence | None, runs: list[RunFolder]) -> dict[str, str]:
+def _incomplete(evidence: Evidence | None, runs: list[LoadedRun]) -> dict[str, str]:
     """The trained encodings without a seed finished on every task, with the reason."""
     tasks = sorted({r.group for r in runs})
     scored = set(evidence.encodings) if evidence else set()
@@ -99,7 +99,7 @@ def _incomplete(evidence: Evidence | None, runs: list[RunFolder]) -> dict[str, s
 
 
 def instance_tests(
-    domain: str, evidence: Evidence, runs: list[RunFolder], chance: dict[str, float], ref: str
+    domain: str, evidence: Evidence, runs: list[LoadedRun], chance: dict[str, float], ref: str
 ) -> dict[str, PairedResult]:
     """Paper 000 C.2's per-example test of every baseline against `ref` over the test instances of every task, each
     pair's instances averaged over the seeds both finished on every task (Evidence.paired_examples), Holm over the
@@ -111,7 +111,7 @@ def instance_tests(
     return {test.baseline: test for test in matched_paired_tests(pairs, ref)}
 
 
-def analyse_per_task(domain: str, runs: list[RunFolder], ref: str | None, design: Design | None) -> DomainResult:
+def analyse_per_task(domain: str, runs: list[LoadedRun], ref: str | None, design: Design | None) -> DomainResult:
     datamodule = datamodule_class(domain)
     try:
         evidence = per_task_evidence(domain, datamodule.metric, runs)

@@ -1,17 +1,16 @@
 """Attention by distance across a study: the recency profiles `python -m pipelines.inspect` left in the finished run
-folders (inspect/<split>.json), seeds pooled per encoding, one panel per group (a domain, or a task of a domain
-with tasks) and split. Nothing is computed from a model here, so a comparison stays as cheap as before: it reads
-what the inspector wrote and lists the runs that have no inspection (pipelines.inspection.recency says what a
-profile holds)."""
+folders (inspect/<split>.json, read when the runs are loaded: pipelines.analysis.loading), seeds pooled per
+encoding, one panel per group (a domain, or a task of a domain with tasks) and split. Nothing is computed from a
+model here, so a comparison stays as cheap as before: it takes what the inspector wrote and lists the runs that have
+no inspection (pipelines.inspection.recency says what a profile holds)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
 
+from pipelines.analysis.loading import LoadedRun
 from pipelines.inspection.recency import RecencyProfile
-from pipelines.runs.layout import INSPECT, RunFolder
-from pipelines.runs.metrics import read_run_json, run_file_error
 
 
 @dataclass
@@ -63,25 +62,13 @@ class StudyRecency:
         return rows
 
 
-def inspected_profiles(run: RunFolder) -> dict[str, RecencyProfile]:
-    """{split: profile} of every inspection in the run's folder; RunFileError naming the file when one is damaged."""
-    profiles = {}
-    for path in sorted((run.path / INSPECT).glob("*.json")):
-        data = read_run_json(run, path)
-        try:
-            profiles[str(data["split"])] = RecencyProfile.from_json(data["recency"])
-        except (KeyError, TypeError, ValueError) as error:
-            raise run_file_error(run, path, f"not an inspection's recency profile ({error!r})") from None
-    return profiles
-
-
-def study_recency(runs: list[RunFolder]) -> StudyRecency:
+def study_recency(runs: list[LoadedRun]) -> StudyRecency:
     """The panels of the finished trained runs (YaRN entries have no model to inspect) that were inspected."""
     pooled: dict[tuple[str, str], dict[str, RecencyProfile]] = defaultdict(dict)
     seeds: dict[tuple[str, str], dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     not_inspected = []
     for run in [run for run in runs if run.finished and not run.derived]:
-        profiles = inspected_profiles(run)
+        profiles = run.inspections
         if not profiles:
             not_inspected.append(run.label)
         for split, profile in profiles.items():

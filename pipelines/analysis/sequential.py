@@ -357,7 +357,7 @@ def seed_verdicts(evidence: Evidence, ref: str | None, design: Design | None) ->
         family = family_over(comparator, design, chosen, members)
         joined, provisional = joined_verdicts(comparator, design, chosen, newcomers)
     else:
-        family = primary_family(comparator, design or fixed_design(evidence, chosen), chosen)
+        family = primary_family(comparator, design or fixed_design(evidence.seeds, chosen), chosen)
     pairs = every_pair(comparator)
     return SeedVerdicts(chosen, None, family, pairs, variance, comparator, note, joined, provisional)
 

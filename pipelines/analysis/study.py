@@ -17,15 +17,16 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as sps
 
-from pipelines.analysis.design import DEFAULT_REF, read_design
+from pipelines.analysis.design import DEFAULT_REF
 from pipelines.analysis.domain import analyse_domain
 from pipelines.analysis.evidence import missing_runs
+from pipelines.analysis.loading import LoadedDomain, LoadedRun, load_domain
 from pipelines.analysis.recency import StudyRecency, study_recency
 from pipelines.analysis.results import DomainResult
 from pipelines.analysis.stats import FriedmanResult, cd_groups, chance_normalised, friedman, summarise_ranks
 from pipelines.analysis.verdict import BOOTSTRAP_SEED
 from pipelines.experiment.config import domain_names
-from pipelines.runs.layout import RunFolder, discover_runs, present_domains
+from pipelines.runs.layout import present_domains
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ class Study:
     # the mean rank's uncertainty over training seeds: encoding -> (2.5%, 97.5% percentiles, P(best mean rank))
     rank_interval: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     recency: StudyRecency = field(default_factory=lambda: StudyRecency([], []))  # the inspected runs' attention
-    runs: list[RunFolder] = field(default_factory=list)  # the run folders compared (the study page's one-run view)
+    runs: list[LoadedRun] = field(default_factory=list)  # the runs compared, as loaded (the study page's one-run view)
 
     @property
     def domains(self) -> list[str]:
@@ -246,24 +247,35 @@ def build_study(
     )
 
 
-def analyse_study(runs_root: Path, domains: list[str] | None, ref: str | None) -> Study:
-    """Analyse every domain (`domains`, or every domain with run folders under `runs_root` when None) and build the
-    study. FileNotFoundError when a named domain has no run folder or nothing has finished anywhere;
-    IncomparableRunsError (naming the runs) when the runs of a domain differ in data, budget, model or preset."""
+def load_study(runs_root: Path, domains: list[str] | None) -> list[LoadedDomain]:
+    """Every domain's runs loaded (`domains`, or every domain with run folders under `runs_root` when None): the one
+    pass over the run folders (pipelines.analysis.loading). FileNotFoundError when a named domain has no run folder
+    or there is none for any domain."""
     names = present_domains(runs_root) if domains is None else list(domains)
     if not names:
         raise FileNotFoundError(f"no run folders under {runs_root} for any domain of {', '.join(domain_names())}")
+    return [load_domain(runs_root, domain) for domain in names]
+
+
+def analyse_loaded(runs_root: Path, loaded: list[LoadedDomain], ref: str | None) -> Study:
+    """The study of the loaded domains: a function of what was loaded, which opens no run folder. FileNotFoundError
+    when nothing has finished anywhere; IncomparableRunsError (naming the runs) when the runs of a domain differ in
+    data, budget, model or preset."""
     results, unfinished, compared = [], {}, []
-    for domain in names:
-        runs = discover_runs(runs_root, domain)
-        if not any(run.finished for run in runs):
-            unfinished[domain] = missing_runs(runs)
+    for domain in loaded:
+        if not domain.any_finished:
+            unfinished[domain.domain] = missing_runs(domain.runs)
             continue
-        results.append(analyse_domain(domain, runs, ref, read_design(Path(runs_root) / domain)))
-        compared += runs
+        results.append(analyse_domain(domain.domain, domain.runs, ref, domain.design))
+        compared += domain.runs
     if not results:
-        raise FileNotFoundError(f"no finished run under {runs_root} for {', '.join(names)}")
+        raise FileNotFoundError(f"no finished run under {runs_root} for {', '.join(d.domain for d in loaded)}")
     study = build_study(runs_root, ref, results, unfinished)
     study.recency = study_recency(compared)
     study.runs = compared
     return study
+
+
+def analyse_study(runs_root: Path, domains: list[str] | None, ref: str | None) -> Study:
+    """Load the domains' runs once, then analyse them (load_study, analyse_loaded)."""
+    return analyse_loaded(runs_root, load_study(runs_root, domains), ref)

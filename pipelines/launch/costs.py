@@ -1,6 +1,6 @@
-"""What a finished run cost, from its own files: its wall time (its log's start to its done.json, the process's
-start-up included) and its training and evaluation time (its manifest and its splits' speeds). make settle prices
-the next look with them."""
+"""What a finished run cost: its wall time (its log's start to its done.json, the process's start-up included: read
+from its folder, as no statistic needs them) and its training and evaluation time (its loaded manifest and its
+splits' speeds). make settle prices the next look with them."""
 
 from __future__ import annotations
 
@@ -8,17 +8,18 @@ import math
 import statistics
 from datetime import datetime, timezone
 
+from pipelines.analysis.loading import LoadedRun
 from pipelines.launch.local import log_started
-from pipelines.runs.layout import DONE, MANIFEST, RunFolder
-from pipelines.runs.metrics import RunFileError, read_run_json, split_entries
+from pipelines.runs.layout import DONE
+from pipelines.runs.metrics import RunFileError, read_json_file
 
 
-def wall_seconds(run: RunFolder) -> float | None:
+def wall_seconds(run: LoadedRun) -> float | None:
     """A finished run's wall time, process start-up included: from the start of the process that finished it (its
     log's name, pipelines.launch.local.log_started) to its done.json; None without a log (a run trained in process,
     or a published one) or a finishing time."""
     try:
-        finished = datetime.fromisoformat(read_run_json(run, run.path / DONE)["finished"])
+        finished = datetime.fromisoformat(read_json_file(run.path / DONE)["finished"])
     except (KeyError, TypeError, ValueError, RunFileError):
         return None
     if finished.tzinfo is None:
@@ -27,20 +28,19 @@ def wall_seconds(run: RunFolder) -> float | None:
     return (finished - max(starts)).total_seconds() if starts else None
 
 
-def run_seconds(run: RunFolder) -> float | None:
+def run_seconds(run: LoadedRun) -> float | None:
     """A finished run's training and evaluation time, from its manifest's training seconds and its splits'
     evaluation speed (without the process's start-up: wall_seconds has it)."""
-    manifest = read_run_json(run, run.path / MANIFEST)
-    seconds = manifest.get("train_seconds_this_process")
+    seconds = run.manifest.get("train_seconds_this_process")
     if not isinstance(seconds, int | float):
         return None
-    for entry in split_entries(run).values():
+    for entry in run.splits.values():
         if entry.get("tokens_per_s") and entry.get("tokens"):
             seconds += entry["tokens"] / entry["tokens_per_s"]
     return float(seconds)
 
 
-def estimated_seconds(runs: list[RunFolder], encoding: str) -> tuple[float | None, bool]:
+def estimated_seconds(runs: list[LoadedRun], encoding: str) -> tuple[float | None, bool]:
     """(the median wall time of the encoding's finished runs (of every encoding's when it has none), whether it
     includes the process start-up): their wall times from their logs (wall_seconds), else their training and
     evaluation time (run_seconds), which leaves the start-up out."""

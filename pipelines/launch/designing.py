@@ -8,15 +8,15 @@ import argparse
 from pathlib import Path
 
 from pipelines.analysis.design import DEFAULT_REF, Design
-from pipelines.analysis.evidence import EvidenceError
+from pipelines.analysis.loading import EvidenceError, LoadedRun
 from pipelines.analysis.matrix import per_example_evidence, per_task_evidence
 from pipelines.experiment.config import datamodule_class
-from pipelines.runs.layout import RunFolder, has_tasks
+from pipelines.runs.layout import has_tasks
 
 
 def initial_design(
     domain: str,
-    runs: list[RunFolder],
+    runs: list[LoadedRun],
     ref: str | None,
     max_seeds: int,
     looks: int,

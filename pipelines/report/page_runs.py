@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import math
 
+from pipelines.analysis.loading import LoadedRun
 from pipelines.analysis.study import Study
-from pipelines.runs.layout import MANIFEST, RunFolder
-from pipelines.runs.metrics import per_example_path, read_run_csv, read_run_json
-from pipelines.runs.train_log import read_training_curves
 
 # The one-run view's detail per run: at most this many points per training curve (every k-th logged step) and this
 # many test examples. A page over PAGE_BUDGET is drawn again at each coarser level in turn (RUN_DETAIL_LEVELS).
@@ -19,16 +17,15 @@ RUN_DETAIL_LEVELS = ((TRAINING_POINTS, RUN_EXAMPLES), (200, 150), (100, 75), (50
 LOSS_DIGITS = 4  # significant digits of a training curve's loss on the page: a chart cannot show more
 
 
-def _key_of(run: RunFolder) -> tuple:
+def _key_of(run: LoadedRun) -> tuple:
     return run.domain, run.key.task, run.encoding, run.seed
 
 
-def _per_example_nll(run: RunFolder) -> dict[int, float]:
-    """The run's test NLL per example, from the table the analysis read (read_run_csv's memo: not opened again)."""
-    path = per_example_path(run.path, "test")
-    if not path.is_file() and path not in run.files:
+def _per_example_nll(run: LoadedRun) -> dict[int, float]:
+    """The run's test NLL per example, as loaded (none for a YaRN entry)."""
+    table = run.per_example
+    if table is None:
         return {}
-    table = read_run_csv(run, path, ("example", "nll"))
     return {int(e): float(v) for e, v in zip(table["example"], table["nll"], strict=True)}
 
 
@@ -58,7 +55,7 @@ def run_records(study: Study, detail: tuple[int, int] = RUN_DETAIL_LEVELS[0]) ->
             "domain": run.domain,
             "encoding": run.encoding,
             "seed": run.seed,
-            "manifest": read_run_json(run, run.path / MANIFEST),
+            "manifest": run.manifest,
             "train": _training_rows(run, points),
             "examples": _shown_examples(nll, most),
             "total_examples": len(nll),
@@ -80,11 +77,11 @@ def run_records(study: Study, detail: tuple[int, int] = RUN_DETAIL_LEVELS[0]) ->
     return records
 
 
-def _training_rows(run: RunFolder, most: int = TRAINING_POINTS) -> list[list] | None:
+def _training_rows(run: LoadedRun, most: int = TRAINING_POINTS) -> list[list] | None:
     """[[curve, step, loss], ...], at most `most` per curve (every k-th point, the last kept), the loss to LOSS_DIGITS
     significant digits (a float32 loss's full digits gzip 4 times larger, and no chart shows them); None when the
     run folder holds no training log."""
-    curves = read_training_curves(run)
+    curves = run.training_curves
     if curves is None:
         return None
     rows = []
