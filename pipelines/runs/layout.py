@@ -107,7 +107,8 @@ def run_folder(cfg: DictConfig) -> Path:
 @dataclass(frozen=True)
 class RunFolder:
     """A run folder found on disk. `files` holds what pipelines.runs.metrics has read of it (path -> the parsed
-    content), so that an analysis, which reaches one run from many places, opens each of its files once."""
+    content), so that each of its files is opened once (the analysis reads a run once, into
+    pipelines.analysis.loading.LoadedRun; publishing and joining a study read its files again here)."""
 
     key: RunKey
     path: Path
