@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipelines.analysis.cost import runs_cost
 from pipelines.analysis.design import Design
 from pipelines.analysis.evidence import check_comparable, require_finished
 from pipelines.analysis.loading import LoadedRun, load_domain
@@ -27,9 +28,10 @@ def analyse_domain(domain: str, runs: list[LoadedRun], ref: str | None, design: 
     `ref` is the reference of the verdicts and paired tests (`darope` when None and it has run, else the best
     encoding; SPEC 3); `design` the group-sequential design of make settle, when the domain has one."""
     check_comparable(runs)
-    if has_tasks(domain):
-        return analyse_per_task(domain, runs, ref, design)
-    return analyse_per_example(domain, runs, ref, design)
+    analyse = analyse_per_task if has_tasks(domain) else analyse_per_example
+    result = analyse(domain, runs, ref, design)
+    result.cost = runs_cost(runs)
+    return result
 
 
 def analyse_runs(runs_root: Path, domain: str, ref: str | None = None) -> DomainResult:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from domains.base import Metric
+from pipelines.analysis.cost import Cost, decided_count
 from pipelines.analysis.curves import Curve, PositionNLL
 from pipelines.analysis.evidence import SeedSelection
 from pipelines.analysis.matrix import Evidence
@@ -108,6 +109,12 @@ class DomainResult:
     # (pipelines.analysis.extrapolation.past_length_verdicts)
     past_verdicts: dict[tuple[str, str], list[PairVerdict]] = field(default_factory=dict)
     commits: dict[str, list[str]] = field(default_factory=dict)  # code commit -> the finished runs trained at it
+    cost: Cost | None = None  # what the compared runs cost (pipelines.analysis.cost)
+
+    @property
+    def decided(self) -> int:
+        """How many pairs against the reference are decided (pipelines.analysis.cost.DECIDING)."""
+        return decided_count([pair.verdict for pair in self.verdicts.verdicts().values()]) if self.verdicts else 0
 
     @property
     def per_example(self) -> bool:

@@ -8,6 +8,7 @@ import math
 import statistics
 from datetime import datetime, timezone
 
+from pipelines.analysis.cost import run_seconds
 from pipelines.analysis.loading import LoadedRun
 from pipelines.launch.local import log_started
 from pipelines.runs.layout import DONE
@@ -26,18 +27,6 @@ def wall_seconds(run: LoadedRun) -> float | None:
         finished = finished.replace(tzinfo=timezone.utc)
     starts = [began for log in run.path.glob("train.*.out") if (began := log_started(log)) and began <= finished]
     return (finished - max(starts)).total_seconds() if starts else None
-
-
-def run_seconds(run: LoadedRun) -> float | None:
-    """A finished run's training and evaluation time, from its manifest's training seconds and its splits'
-    evaluation speed (without the process's start-up: wall_seconds has it)."""
-    seconds = run.manifest.get("train_seconds_this_process")
-    if not isinstance(seconds, int | float):
-        return None
-    for entry in run.splits.values():
-        if entry.get("tokens_per_s") and entry.get("tokens"):
-            seconds += entry["tokens"] / entry["tokens_per_s"]
-    return float(seconds)
 
 
 def estimated_seconds(runs: list[LoadedRun], encoding: str) -> tuple[float | None, bool]:

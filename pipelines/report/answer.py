@@ -1,11 +1,13 @@
 """The answer a reader came for, first: per domain, what is shown better or worse than the reference (at what level,
-on how many seeds), what is equivalent or stopped, what is still open and what the next look needs. One function of
+on how many seeds), what is equivalent or stopped, what is still open, what the next look needs and what the
+evidence cost. One function of
 the domain's verdicts; summary.md, each domain's summary.md and the study page print the same text."""
 
 from __future__ import annotations
 
 from pipelines.analysis.results import DomainResult
 from pipelines.analysis.verdict import PairVerdict
+from pipelines.report.cost import cost_phrase
 from pipelines.report.verdicts import capped
 
 
@@ -64,4 +66,7 @@ def answer_text(result: DomainResult) -> str:
         parts.append(f"the next look needs {len(runs)} runs")
     elif design.sequential:
         parts.append("nothing left to train under the design")
+    spent = cost_phrase(result)
+    if spent:
+        parts.append(spent)
     return "; ".join(parts) + "."

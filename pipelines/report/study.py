@@ -16,6 +16,7 @@ from domains.atomic import write_json, write_text
 from pipelines.analysis.paper import paper_nll
 from pipelines.analysis.results import DomainResult, Entry
 from pipelines.analysis.study import BlockTest, Study
+from pipelines.report.cost import cost_json
 from pipelines.report.domain import render_domain_report, verdict_record
 from pipelines.report.files import jsonable, publish, write_csv
 from pipelines.report.html import INDEX, study_page
@@ -352,6 +353,7 @@ def _study_json(study: Study, records: list[dict], extrapolation: list[dict]) ->
             "far_mass": study.recency.far_mass(),
             "not_inspected": study.recency.not_inspected,
         },
+        "cost": cost_json(study.results),
         "missing_runs": study.missing,
         "domains_without_finished_runs": list(study.unfinished_domains),
     }

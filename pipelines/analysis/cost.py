@@ -1,0 +1,119 @@
+"""What a study's evidence cost, from its runs' own records: core-hours in all, per encoding and per decided pair
+(what make settle's next look is priced with too, pipelines.launch.costs).
+
+    core-seconds of a run = (training seconds + evaluation seconds) x threads
+
+- training: the manifest's `train_seconds_this_process` (the fit, its validation passes included); a run resumed
+  after an interruption records its last process only, so the figure is a lower bound for such a run;
+- evaluation: each evaluated split's tokens / its tokens per second (metrics/summary.json: the scoring after
+  training); a YaRN entry (`rope10k+yarn`) trains nothing and counts its own evaluation, under its rope encoding;
+- threads: the manifest's `machine.threads` (the torch threads the run used); 1 where a manifest predates that
+  record. A run on a GPU counts GPU-hours (its seconds, one device) instead.
+
+A pair is decided when its verdict is `better`, `worse` or `equivalent`: each tells a reader something definite.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from pipelines.analysis.loading import LoadedRun
+from pipelines.runs.layout import DERIVED_MARK
+
+DECIDING = ("better", "worse", "equivalent")
+
+
+def run_seconds(run: LoadedRun) -> float | None:
+    """A finished run's process seconds: its training (none for a YaRN entry) and evaluation; None when a trained
+    run's manifest records no training time."""
+    seconds = 0.0 if run.derived else run.manifest.get("train_seconds_this_process")
+    if not isinstance(seconds, int | float):
+        return None
+    for entry in run.splits.values():
+        if entry.get("tokens_per_s") and entry.get("tokens"):
+            seconds += entry["tokens"] / entry["tokens_per_s"]
+    return float(seconds)
+
+
+def on_gpu(run: LoadedRun) -> bool:
+    return str(run.manifest.get("device", "cpu")).startswith("cuda")
+
+
+def threads(run: LoadedRun) -> int:
+    """The torch threads the run used (1 where its manifest predates the record)."""
+    recorded = (run.manifest.get("machine") or {}).get("threads")
+    return int(recorded) if isinstance(recorded, int) and recorded > 0 else 1
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Core-seconds (CPU runs) and GPU-seconds (GPU runs) per encoding, over the finished runs counted."""
+
+    core_seconds: dict[str, float]
+    gpu_seconds: dict[str, float]
+    runs: int
+    untimed: tuple[str, ...] = ()  # finished trained runs whose manifest records no training time (not counted)
+
+    @property
+    def core_hours(self) -> float:
+        return sum(self.core_seconds.values()) / 3600
+
+    @property
+    def gpu_hours(self) -> float:
+        return sum(self.gpu_seconds.values()) / 3600
+
+    def hours_of(self, encoding: str) -> float:
+        """The encoding's core-hours and GPU-hours together (a study runs on one kind of device)."""
+        return (self.core_seconds.get(encoding, 0.0) + self.gpu_seconds.get(encoding, 0.0)) / 3600
+
+    @property
+    def unit(self) -> str:
+        return "GPU-hours" if self.gpu_seconds and not self.core_seconds else "core-hours"
+
+    @property
+    def hours(self) -> float:
+        return self.core_hours + self.gpu_hours
+
+    def per_decided(self, decided: int) -> float | None:
+        """The hours spent per decided pair; None when none is decided."""
+        return self.hours / decided if decided else None
+
+
+def runs_cost(runs: list[LoadedRun]) -> Cost:
+    """The cost of the finished runs among `runs` (see the module docstring)."""
+    core: dict[str, float] = defaultdict(float)
+    gpu: dict[str, float] = defaultdict(float)
+    counted, untimed = 0, []
+    for run in runs:
+        if not run.finished:
+            continue
+        seconds = run_seconds(run)
+        if seconds is None:
+            untimed.append(run.label)
+            continue
+        encoding = run.encoding.split(DERIVED_MARK)[0]
+        if on_gpu(run):
+            gpu[encoding] += seconds
+        else:
+            core[encoding] += seconds * threads(run)
+        counted += 1
+    return Cost(dict(core), dict(gpu), counted, tuple(untimed))
+
+
+def combined(costs: list[Cost]) -> Cost:
+    """The cost of several domains' runs together."""
+    core: dict[str, float] = defaultdict(float)
+    gpu: dict[str, float] = defaultdict(float)
+    for cost in costs:
+        for encoding, seconds in cost.core_seconds.items():
+            core[encoding] += seconds
+        for encoding, seconds in cost.gpu_seconds.items():
+            gpu[encoding] += seconds
+    untimed = tuple(label for cost in costs for label in cost.untimed)
+    return Cost(dict(core), dict(gpu), sum(cost.runs for cost in costs), untimed)
+
+
+def decided_count(words: list[str]) -> int:
+    """How many of these verdict words decide their pair."""
+    return sum(word in DECIDING for word in words)

@@ -1,0 +1,86 @@
+"""What a study cost (pipelines.analysis.cost): core-hours from the runs' manifests and summaries, per encoding and
+per decided pair, checked against hand-computed figures, and the same figures in the answer, the summary and
+summary.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipelines.analysis.cost import combined, runs_cost
+from pipelines.analysis.loading import FAILED_STATUS, FINISHED, LoadedRun
+from pipelines.runs.layout import RunKey
+from tests.run_fixtures import lm_domain, section, study
+
+X = np.array([0.2, 1.4, 0.6, 2.5, 1.0, 0.8])
+
+
+def loaded(encoding, seed, *, train=None, splits=None, threads=None, device="cpu", status=FINISHED):
+    manifest = {"device": device}
+    if train is not None:
+        manifest["train_seconds_this_process"] = train
+    if threads is not None:
+        manifest["machine"] = {"threads": threads}
+    key = RunKey("jsb", None, encoding, seed)
+    return LoadedRun(key, Path(key.label), status, manifest=manifest, splits=splits or {})
+
+
+def test_core_seconds_are_training_plus_each_splits_scoring_times_the_threads():
+    runs = [
+        # 100 s of training, the test split's 3,000 tokens at 1,000 tokens/s, 2 threads: (100 + 3) x 2
+        loaded("rope10k", 0, train=100.0, splits={"test": {"tokens": 3000, "tokens_per_s": 1000.0}}, threads=2),
+        # no thread record (an older manifest): one thread; a skipped split costs nothing
+        loaded(
+            "rope10k",
+            1,
+            train=50.0,
+            splits={"test": {"tokens": 500, "tokens_per_s": 250.0}, "test_2x": {"skipped": "no longer windows"}},
+        ),  # fmt: skip
+        # a YaRN entry trains nothing: its own scoring, under its rope encoding
+        loaded("rope10k+yarn", 0, train=100.0, splits={"test_2x": {"tokens": 800, "tokens_per_s": 400.0}}),
+        loaded("alibi", 0, train=30.0, splits={}, threads=1),
+        loaded("alibi", 1, splits={"test": {"tokens": 10, "tokens_per_s": 10.0}}),  # no training time: not counted
+        loaded("nope", 0, status=FAILED_STATUS),  # unfinished and failed runs cost nothing counted
+        loaded("fire", 0, train=3600.0, device="cuda:0", threads=8),  # a GPU run: GPU-seconds, threads aside
+    ]
+    cost = runs_cost(runs)
+    assert cost.core_seconds == pytest.approx({"rope10k": 206.0 + 52.0 + 2.0, "alibi": 30.0})
+    assert cost.gpu_seconds == {"fire": 3600.0}
+    assert (cost.runs, cost.untimed) == (5, ("jsb/alibi/seed1",))
+    assert cost.core_hours == pytest.approx(290.0 / 3600) and cost.gpu_hours == pytest.approx(1.0)
+    assert cost.per_decided(2) == pytest.approx((290.0 / 3600 + 1.0) / 2) and cost.per_decided(0) is None
+    both = combined([cost, runs_cost([loaded("alibi", 2, train=70.0)])])
+    assert both.core_seconds["alibi"] == pytest.approx(100.0) and both.runs == 6
+
+
+def timed_study(root: Path) -> None:
+    """jsb: darope (the reference), nope (0.3 worse on every seed: decided), hope (open); every run 360 s of
+    training on 2 threads and its test split's 720 tokens at 20 tokens/s (36 s): 792 core-seconds a run."""
+    lm_domain(root, "jsb", {"darope": X, "nope": X + 0.3}, seed_step=0.01)
+    lm_domain(root, "jsb", {"hope": X + 0.02}, seed_step=0.05)  # its seeds spread: inconclusive
+    for run in root.glob("jsb/*/seed*"):
+        manifest = json.loads((run / "manifest.json").read_text())
+        manifest.update(train_seconds_this_process=360.0, machine={"threads": 2})
+        (run / "manifest.json").write_text(json.dumps(manifest))
+        summary = json.loads((run / "metrics" / "summary.json").read_text())
+        summary["splits"]["test"].update(tokens=720, tokens_per_s=20.0)
+        (run / "metrics" / "summary.json").write_text(json.dumps(summary))
+
+
+def test_the_answer_the_summary_and_its_data_state_what_the_study_cost(tmp_path):
+    timed_study(tmp_path / "runs")
+    summary = study(tmp_path / "runs", None, tmp_path / "out", ref="darope").read_text()
+    hours = 9 * 792 / 3600  # 9 runs: 1.98 core-hours; one decided pair (nope worse)
+    assert f"spent {hours:.1f} core-hours on 9 runs ({hours:.1f} per decided pair, 1 decided)" in section(
+        summary, "The answer"
+    )
+    table = section(summary, "What it cost")
+    assert f"| jsb | 9 | {hours:.1f} | 1 | {hours:.1f} |" in table
+    assert f"| `darope` | {3 * 792 / 3600:.1f} | {3 * 792 / 3600:.1f} |" in table
+    cost = json.loads((tmp_path / "out" / "summary.json").read_text())["cost"]
+    assert cost["all"]["core_hours"] == pytest.approx(hours) and cost["all"]["decided_pairs"] == 1
+    assert cost["domains"]["jsb"]["hours_per_encoding"] == pytest.approx({e: 3 * 792 / 3600 for e in
+                                                                          ("darope", "hope", "nope")})  # fmt: skip
