@@ -56,7 +56,7 @@ from pipelines.analysis.evidence import preset_of, require_finished
 from pipelines.analysis.loading import EvidenceError, LoadedRun, load_runs
 from pipelines.analysis.results import DomainResult
 from pipelines.experiment.config import config_options, domain_names, roster
-from pipelines.launch.costs import estimated_seconds, fmt_seconds
+from pipelines.launch.costs import estimated_seconds, fmt_seconds, longest_first
 from pipelines.launch.designing import check_unchanged, design_in_advance, initial_design
 from pipelines.launch.jobs import ELSEWHERE, Job, check_joinable, plan
 from pipelines.launch.local import run_local, visible_gpus
@@ -279,7 +279,7 @@ def settle_looks(args: argparse.Namespace, studies: list[PublishedStudy], overri
             )
             return 0
         print(f"training {len(jobs)} runs for look {len(family.looks) + 1}", flush=True)
-        if not train(args, jobs):
+        if not train(args, longest_first(jobs, runs)):
             return 1
         elsewhere = [job for job in jobs if job.status == ELSEWHERE]
         if elsewhere:  # another settle (or sweep) trains them: look again once it may have finished some

@@ -7,7 +7,9 @@
 
 Every run is `pipelines.train` with the overrides of its (domain, task, encoding, seed), so its folder is a
 function of those and nothing else: a finished run (done.json) is skipped, an interrupted one resumes from its
-last checkpoint, and a rerun of the same sweep completes only what is missing.
+last checkpoint, and a rerun of the same sweep completes only what is missing. Seeds go outermost (a partial sweep
+holds whole seeds), and within a seed the runs expected to take longest start first, by the finished runs of the
+same encoding (pipelines.launch.costs.longest_first), so that a seed does not end on one long run.
 
 A seed, encoding or task listed twice is trained once (with a warning). launcher=local: each run in its own process
 (a crash or an out-of-memory stays inside its run), `--jobs` at a time (default: one per GPU, each seeing only its
@@ -34,10 +36,14 @@ import sys
 import time
 from pathlib import Path
 
+from pipelines.analysis.loading import EvidenceError, LoadedRun, load_runs
 from pipelines.experiment.config import config_options, domain_names, roster
+from pipelines.launch.costs import longest_first
 from pipelines.launch.jobs import ELSEWHERE, Job, check_joinable, plan, unpublished
 from pipelines.launch.local import run_local, visible_gpus
 from pipelines.launch.slurm import run_slurm
+from pipelines.runs.layout import discover_runs
+from pipelines.runs.metrics import RunFileError
 from pipelines.runs.published_format import StudyError
 from pipelines.runs.published_join import add_with_option
 from pipelines.runs.published_read import read_studies
@@ -51,6 +57,15 @@ def once(values: list, option: str) -> list:
             times = "twice" if values.count(value) == 2 else f"{values.count(value)} times"
             print(f"warning: {option} lists {value} {times}: each run is trained once", file=sys.stderr)
     return unique
+
+
+def finished_runs(runs_root: Path, domain: str) -> list[LoadedRun]:
+    """The domain's runs so far, loaded to order the sweep by their times (none when there are none, or when one
+    cannot be read: the plan's order then, and the sweep's runs name what is wrong when they are compared)."""
+    try:
+        return load_runs(discover_runs(runs_root, domain))
+    except (FileNotFoundError, RunFileError, EvidenceError):
+        return []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             if run_slurm(jobs, launcher_overrides):
                 return 1
             continue
+        jobs = longest_first(jobs, finished_runs(args.runs, domain), block=lambda job: args.seeds.index(job.key.seed))
         failed += run_local(jobs, workers=args.jobs or len(visible_gpus()) or os.cpu_count() or 1)
         elsewhere += [job for job in jobs if job.status == ELSEWHERE]
     print(f"sweep wall time: {time.time() - began:.0f} s")

@@ -15,10 +15,12 @@ import submitit
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from pipelines.analysis.loading import FINISHED, LoadedRun
 from pipelines.experiment.config import CONFIG_DIR, compose_config
+from pipelines.launch.costs import longest_first
 from pipelines.launch.jobs import plan
 from pipelines.launch.slurm import slurm_command
-from pipelines.runs.layout import TRAIN_METRICS
+from pipelines.runs.layout import TRAIN_METRICS, RunKey
 from tests.log_fixtures import train_losses
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,6 +36,29 @@ def test_plan_has_seeds_outermost_and_deterministic_folders(tmp_path):
     ]
     assert all(job.folder == tmp_path / job.label for job in jobs)
     assert jobs[0].tokens_per_step == 32 * 32 and jobs[0].max_steps == 500  # batch x context of the tiny preset
+
+
+def test_a_sweep_starts_the_longest_runs_of_each_seed_first_and_never_run_encodings_before_them(tmp_path):
+    """Finished runs on seed 0: alibi took 100 s and 120 s on needle (median 110), cope 300 s on needle, nope
+    200 s on parity; fire never ran. Within each seed of the next sweep (seeds 1, 2: seeds stay outermost) the
+    order is: the (task, encoding) never run first, in the plan's order (fire; nope on needle; alibi and cope on
+    parity), then the longest by the same encoding's time on the same task."""
+    times = {("needle", "alibi", 0): 100.0, ("needle", "alibi", 3): 120.0, ("needle", "cope", 0): 300.0,
+             ("parity", "nope", 0): 200.0}  # fmt: skip
+    runs = [
+        LoadedRun(RunKey("synthetic", task, pe, seed), tmp_path, FINISHED, manifest={"train_seconds_this_process": t})
+        for (task, pe, seed), t in times.items()
+    ]
+    jobs = plan("synthetic", ["alibi", "cope", "fire", "nope"], [1, 2], "tiny", tmp_path, tasks=["needle", "parity"])
+    ordered = longest_first(jobs, runs, block=lambda job: [1, 2].index(job.key.seed))
+    expected = [
+        f"synthetic/{task}/{pe}/seed{seed}"
+        for seed in (1, 2)
+        for task, pe in [("needle", "fire"), ("needle", "nope"), ("parity", "alibi"), ("parity", "cope"),
+                         ("parity", "fire"), ("needle", "cope"), ("parity", "nope"), ("needle", "alibi")]
+    ]  # fmt: skip
+    assert [job.label for job in ordered] == expected
+    assert longest_first(jobs, []) == jobs  # nothing measured: the plan's order
 
 
 def test_a_sweep_of_the_synthetic_domain_trains_the_preset_s_own_tasks_and_every_task_at_the_paper_preset(tmp_path):

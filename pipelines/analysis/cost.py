@@ -52,7 +52,7 @@ class Cost:
 
     core_seconds: dict[str, float]
     gpu_seconds: dict[str, float]
-    runs: int
+    runs: int  # trained runs counted (YaRN entries add their scoring, not a run)
     untimed: tuple[str, ...] = ()  # finished trained runs whose manifest records no training time (not counted)
 
     @property
@@ -97,7 +97,7 @@ def runs_cost(runs: list[LoadedRun]) -> Cost:
             gpu[encoding] += seconds
         else:
             core[encoding] += seconds * threads(run)
-        counted += 1
+        counted += not run.derived  # a YaRN entry's scoring is counted, not as a run: it trains nothing
     return Cost(dict(core), dict(gpu), counted, tuple(untimed))
 
 

@@ -1,17 +1,20 @@
 """What a finished run cost: its wall time (its log's start to its done.json, the process's start-up included: read
 from its folder, as no statistic needs them) and its training and evaluation time (its loaded manifest and its
-splits' speeds). make settle prices the next look with them."""
+splits' speeds). make settle prices the next look with them, and a sweep and a look start their longest runs first
+(longest_first)."""
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 from pipelines.analysis.cost import run_seconds
 from pipelines.analysis.loading import LoadedRun
+from pipelines.launch.jobs import Job
 from pipelines.launch.local import log_started
-from pipelines.runs.layout import DONE
+from pipelines.runs.layout import DONE, RunKey
 from pipelines.runs.metrics import RunFileError, read_json_file
 
 
@@ -40,6 +43,30 @@ def estimated_seconds(runs: list[LoadedRun], encoding: str) -> tuple[float | Non
         if own or every:
             return statistics.median(own or every), started
     return None, False
+
+
+def own_seconds(runs: list[LoadedRun], key: RunKey) -> float | None:
+    """The median process seconds (run_seconds) of the finished runs of `key`'s encoding on its task; None without
+    one."""
+    own = [s for r in runs if r.finished and (r.encoding, r.key.task) == (key.encoding, key.task)
+           if (s := run_seconds(r)) is not None]  # fmt: skip
+    return statistics.median(own) if own else None
+
+
+def longest_first(jobs: list[Job], runs: list[LoadedRun], block: Callable[[Job], int] = lambda job: 0) -> list[Job]:
+    """The jobs in the order to start them: within each block (all one block by default; a sweep's seeds, so that a
+    partial sweep still holds whole seeds), the longest expected first, so that the block ends on short runs and no
+    worker idles while one long run finishes (longest processing time first). Expected: the median of the same
+    encoding's finished runs on the same task (own_seconds); one never run goes first (it may be the longest, and
+    its time is then known for the next block). Ties keep the plan's order."""
+    expected = {job.label: own_seconds(runs, job.key) for job in jobs}
+    order = {job.label: i for i, job in enumerate(jobs)}
+
+    def position(job: Job) -> tuple:
+        seconds = expected[job.label]
+        return (block(job), 0 if seconds is None else 1, -(seconds or 0.0), order[job.label])
+
+    return sorted(jobs, key=position)
 
 
 def fmt_seconds(seconds: float | None) -> str:
