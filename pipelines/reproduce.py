@@ -6,8 +6,14 @@ Each run (`<encoding>/<seed>`, or `<task>/<encoding>/<seed>` in a domain with ta
 manifest's config: the domain, preset, encoding and seed, plus every setting the published run had that the preset
 does not (e.g. a shortened budget), into a scratch runs folder (default runs/reproduce/). Its per-example NLL of
 every evaluation split is then compared with the published values: the largest difference per run, its split and
-example, and whether it is within the study's tolerance (study.json; README, "Compare your encoding with the
-published study", says what agreement to expect where). Exit status 1 when any run is outside it.
+example, and whether it is within the tolerance of its condition:
+- trained here as it was recorded (the same thread count, CPU model and flags, torch build and package versions:
+  the manifest's `machine` and `packages`): bit for bit, tolerance 0;
+- otherwise (another CPU or thread count, or a run recorded before the manifest held its machine): the study's
+  tolerance (study.json; README, "Compare your encoding with the published study", says what was measured).
+Each run trains with the thread count its manifest records (else this machine's share: cores / jobs), and before
+anything trains each run's line says what differs from the machine it was recorded on. Exit status 1 when any run is
+outside its tolerance.
 
 A YaRN evaluation (`rope10k+yarn/0`) is reproduced by training its rope run, which evaluates YaRN as well (one
 training for both when both are named). Before anything trains, a finished run already in the scratch folder must
@@ -29,6 +35,7 @@ from pipelines.experiment.config import compose_config, override_value
 from pipelines.launch.jobs import plan
 from pipelines.launch.local import run_local, visible_gpus
 from pipelines.runs.layout import DERIVED_MARK, DONE, MANIFEST, RunFolder, RunKey
+from pipelines.runs.manifest import machine_state, package_versions
 from pipelines.runs.metrics import RunFileError, read_json_file
 from pipelines.runs.published_format import PublishedStudy, StudyError, record_key
 from pipelines.runs.published_join import local_metrics, worst_difference
@@ -109,6 +116,48 @@ def find_label(published: PublishedStudy, spec: str) -> str:
     return matches[0]
 
 
+def recorded_threads(published: PublishedStudy, label: str) -> int | None:
+    """The torch threads the published run trained with (None: its manifest predates the record)."""
+    threads = (published.records[label]["manifest"].get("machine") or {}).get("threads")
+    return threads if isinstance(threads, int) and threads > 0 else None
+
+
+def machine_differences(recorded: dict, packages: dict, here: dict, here_packages: dict) -> list[str]:
+    """What a run's recorded machine (its manifest's `machine` and `packages`) and this one differ in, each as
+    `<what>: recorded <value>, here <value>`: the thread count, the CPU model and flags, the torch build, the package
+    versions."""
+    named = {"threads": "threads", "cpu": "CPU model", "cpu_flags": "CPU flags", "torch_build": "torch build"}
+    lines = [
+        f"{what}: recorded {recorded.get(key)!r}, here {here.get(key)!r}"
+        for key, what in named.items()
+        if recorded.get(key) != here.get(key)
+    ]
+    lines += [
+        f"package {name}: recorded {packages.get(name)}, here {here_packages.get(name)}"
+        for name in sorted(set(packages) | set(here_packages))
+        if packages.get(name) != here_packages.get(name)
+    ]
+    return lines
+
+
+def condition(published: PublishedStudy, label: str, threads: int) -> tuple[float, str]:
+    """(the tolerance, the sentence that says why) for re-training `label` here with `threads` threads."""
+    manifest = published.records[label]["manifest"]
+    if not manifest.get("machine"):
+        return published.tolerance, (
+            f"its record holds no machine (trained before manifests recorded one): trained here with {threads} "
+            f"thread{'s' * (threads > 1)}; expect agreement within the study's tolerance {published.tolerance:g}"
+        )
+    here = {**machine_state(), "threads": threads}
+    differ = machine_differences(manifest["machine"], manifest.get("packages") or {}, here, package_versions())
+    if not differ:
+        return 0.0, "trained here as recorded (threads, CPU, torch build, packages): expect bit for bit, tolerance 0"
+    return published.tolerance, (
+        f"differs from the recorded machine in {'; '.join(differ)}: expect agreement within the study's tolerance "
+        f"{published.tolerance:g}"
+    )
+
+
 def compare_run(published: PublishedStudy, label: str, folder: Path, tolerance: float) -> tuple[bool, str]:
     """(within tolerance, the line that says so) for the re-trained copy of one published run."""
     mine = local_metrics(RunFolder(published.key(label), folder))
@@ -130,10 +179,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         published = read_study(args.study)
-        tolerance = published.tolerance
         labels = list(dict.fromkeys(find_label(published, spec) for spec in args.runs))
-        jobs, planned = [], set()
+        jobs, planned, threads, tolerances = [], set(), {}, {}
+        share = max(1, (os.cpu_count() or 1) // (args.jobs or len(visible_gpus()) or os.cpu_count() or 1))
         for label in labels:
+            own = recorded_threads(published, label)
+            tolerances[label], why = condition(published, label, own or share)
+            print(f"{label}: {why}", flush=True)
             domain, encoding, seed, task, extra = run_overrides(published, label)
             preset = published.records[label]["manifest"]["run"]["preset"]
             if (domain, task, encoding, seed) in planned:  # a rope run and its YaRN evaluation: one training
@@ -142,13 +194,19 @@ def main(argv: list[str] | None = None) -> int:
             job = plan(domain, [encoding], [seed], preset, args.scratch, [task] if task else None, extra)[0]
             check_scratch(published, label, job.folder)
             jobs.append(job)
-        failed = run_local(jobs, workers=args.jobs or len(visible_gpus()) or os.cpu_count() or 1)
+            threads[job.label] = own
+        failed = []
+        for count in sorted({threads[job.label] or share for job in jobs}):  # the runs of one thread count at once
+            group = [job for job in jobs if (threads[job.label] or share) == count]
+            workers = args.jobs or len(visible_gpus()) or max(1, (os.cpu_count() or 1) // count)
+            failed += run_local(group, workers=workers, threads=count)
         for job in failed:
             print(f"failed run: {job.label}: {job.error}", file=sys.stderr)
         if failed:
             return 1
         results = [
-            compare_run(published, label, published.key(label).folder(args.scratch), tolerance) for label in labels
+            compare_run(published, label, published.key(label).folder(args.scratch), tolerances[label])
+            for label in labels
         ]
     except (StudyError, RunFileError, FileNotFoundError) as error:
         parser.exit(1, f"error: {error}\n")

@@ -175,14 +175,17 @@ def _run_pooled(jobs: list[Job], workers: int, threads: int, view: ProgressView)
             view.update()
 
 
-def run_local(jobs: list[Job], workers: int, isolate: bool = True, live: bool | None = None) -> list[Job]:
-    """Run the jobs on this machine; returns the failed ones."""
+def run_local(
+    jobs: list[Job], workers: int, isolate: bool = True, live: bool | None = None, threads: int | None = None
+) -> list[Job]:
+    """Run the jobs on this machine, each with `threads` threads (default: its share, cores / workers); returns the
+    failed ones."""
     for job in jobs:
         if (job.folder / DONE).exists():
             job.status = "skipped"
     gpus = visible_gpus()
     workers = max(1, min(workers, len(gpus) or workers))
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    threads = threads or max(1, (os.cpu_count() or 1) // workers)
     view = ProgressView(jobs, live=sys.stdout.isatty() if live is None else live)
     view.update()
     try:
