@@ -12,12 +12,13 @@ import pytest
 from pipelines.experiment.config import compose_config, roster
 from pipelines.experiment.training import train_and_evaluate as run
 
-# At L = 32 (the synthetic tiny preset) the windows, chunks and temperature floor of L/32 are one token.
+# At L = 32 (the synthetic tiny preset) L/32 is one token: the windows, chunks and temperature floor are the scale
+# rule's floor, 8 tokens (SPEC 1c).
 PATTERN_AT_4_LAYERS = {
     "nope_every4": "3 x rope(base=10000), nope",
-    "irope": "3 x rope(base=10000) chunked 1 +qk-norm, temperature(attn_scale=0.1, floor_scale=1)",
-    "rnope_swa": "3 x rope(base=10000) sliding 1, nope",
-    "local_global": "4 x rope(base=10000) sliding 1",
+    "irope": "3 x rope(base=10000) chunked 8 +qk-norm, temperature(attn_scale=0.1, floor_scale=8)",
+    "rnope_swa": "3 x rope(base=10000) sliding 8, nope",
+    "local_global": "4 x rope(base=10000) sliding 8",
 }
 
 

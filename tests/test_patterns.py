@@ -54,24 +54,24 @@ TEMPERATURE_ATOL = 1e-5  # tau is computed in fp32, as the reference computes it
 
 
 # Each layer as SPEC 1c defines it, at L = 64, head dim 8, base 10k (and Gemma 3's 1M on its global layer); the
-# fractions give windows of 5 and 3 tokens and a temperature floor of 4.
+# fractions give windows of 10 and 9 tokens and a temperature floor of 9 (over 20 positions: two or three windows).
 LAYER_CASES = [
     ("nope_every", {}, 4, {0: dict(theta=thetas(1e4)), 2: dict(theta=thetas(1e4)), 3: dict()}),
     (
         "irope",
-        {"chunk_fraction": 5 / 64, "floor_fraction": 4 / 64},
+        {"chunk_fraction": 10 / 64, "floor_fraction": 9 / 64},
         4,
         {
-            0: dict(theta=thetas(1e4), qk_norm=True, window=("chunked", 5)),
-            3: dict(temperature=temperature(0.1, 4)),
+            0: dict(theta=thetas(1e4), qk_norm=True, window=("chunked", 10)),
+            3: dict(temperature=temperature(0.1, 9)),
         },
     ),
-    ("rnope_swa", {"window_fraction": 3 / 64}, 4, {1: dict(theta=thetas(1e4), window=("sliding", 3)), 3: dict()}),
+    ("rnope_swa", {"window_fraction": 9 / 64}, 4, {1: dict(theta=thetas(1e4), window=("sliding", 9)), 3: dict()}),
     (
         "local_global",
-        {"window_fraction": 3 / 64},
+        {"window_fraction": 9 / 64},
         6,
-        {0: dict(theta=thetas(1e4), window=("sliding", 3)), 5: dict(theta=thetas(1e6))},
+        {0: dict(theta=thetas(1e4), window=("sliding", 9)), 5: dict(theta=thetas(1e6))},
     ),
 ]
 
@@ -159,12 +159,12 @@ def test_nope_layers_pass_q_and_k_through(name):
 
 def test_iropes_nope_layer_scales_the_query_only_so_the_keys_order_is_invisible():
     """tau(m) q_m . k_n: the same for a key vector at any earlier position n."""
-    enc = encoding("irope", floor_fraction=4 / 64)
+    enc = encoding("irope", floor_fraction=9 / 64)
     g = torch.Generator().manual_seed(2)
     q_vec, k_vec = torch.randn(8, generator=g, dtype=F64), torch.randn(8, generator=g, dtype=F64)
     for m in (5, 12, 30):
         scores = [pair_score(enc, q_vec, k_vec, m, n, 3) for n in (0, 1, m // 2, m)]
-        tau = 1 + 0.1 * math.log(1 + math.floor((m + 1) / 4))
+        tau = 1 + 0.1 * math.log(1 + math.floor((m + 1) / 9))
         assert scores == pytest.approx([tau * float(q_vec @ k_vec)] * 4, rel=1e-6)
 
 
@@ -182,10 +182,14 @@ def test_the_temperature_at_chosen_positions():
 
 @pytest.mark.parametrize("name", ["irope", "rnope_swa", "local_global"])
 def test_the_windows_reach_at_three_times_the_training_length(name):
-    """At L = 64 (windows of L/32 = 2), scored at T = 192: every layer's attention weights are positive exactly
-    where its window (or, on the global layers, causality) lets the query see the key."""
+    """At L = 64 (windows of L/32 = 2, the scale rule's floor set to 1), scored at T = 192: every layer's attention
+    weights are positive exactly where its window (or, on the global layers, causality) lets the query see the
+    key."""
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=13, context=64, n_layer=6, n_head=2, d_model=16, pe=name)).double().eval()
+    config = GPTConfig(
+        vocab_size=13, context=64, n_layer=6, n_head=2, d_model=16, pe=name, pe_options={"min_tokens": 1}
+    )
+    model = GPT(config).double().eval()
     tokens = torch.randint(0, 13, (1, 192), generator=torch.Generator().manual_seed(0))
     windows = [model.encoding.attention_window(layer) for layer in range(6)]
     assert {str(w) for w in windows} - {"None"} == {"chunked 2" if name == "irope" else "sliding 2"}
@@ -354,10 +358,11 @@ def test_yarn_is_refused_for_a_pattern_by_name():
 
 
 def test_flops_per_token_by_hand():
-    """irope, 4 layers, d_model 32, L = T = 64 (chunks of 2, floor 2): per chunked RoPE layer the rotation
+    """irope, 4 layers, d_model 32, L = T = 64 (chunks of 2, floor 2: the scale rule's floor set to 1 so that the
+    chunks are this small): per chunked RoPE layer the rotation
     6 * 32 and the q/k normalisation 3 * 2 * 32, minus the attention the chunks leave out, 4 * 32 * (32.5 - 1.5)
     (a query sees 1.5 keys on average instead of (T + 1) / 2); the NoPE layer's temperature 32."""
-    enc = build_encoding("irope", {}, n_layer=4, n_head=4, d_model=32, context=64)
+    enc = build_encoding("irope", {"min_tokens": 1}, n_layer=4, n_head=4, d_model=32, context=64)
     assert enc.flops_per_token(64) == 3 * (6 * 32 + 3 * 2 * 32 - 4 * 32 * 31.0) + 32
     swa = build_encoding("rnope_swa", {"window_fraction": 0.125}, n_layer=4, n_head=4, d_model=32, context=64)
     # windows of 8: a query sees (1 + ... + 8 + 56 * 8) / 64 = 7.5625 keys
@@ -394,3 +399,27 @@ def test_rotated_by_loop_is_ropes_rotation():
     theta = rope_frequencies(8, 100.0).tolist()
     for m in range(6):
         assert torch.allclose(rotated[0, 0, m], rotated_by_loop(x[0, 0, m], m, theta), atol=1e-12)
+
+
+WINDOWED = {"irope": ("chunked", True), "rnope_swa": ("sliding", False), "local_global": ("sliding", False)}
+
+
+@pytest.mark.parametrize("preset", ["tiny", "cpu", "paper"])
+@pytest.mark.parametrize("domain", ["jsb", "maestro", "hrg", "sleep_edf", "synthetic"])
+def test_every_window_at_every_preset_follows_the_scale_rule_and_its_floor(domain, preset):
+    """SPEC 1c at each preset's configs: every window, chunk and temperature floor of a windowed pattern is
+    L/32 rounded, at least 8 tokens and at most L (the synthetic presets' L = 32: 8, not the query alone)."""
+    from pipelines.experiment.config import compose_config
+
+    for name, (kind, has_floor) in WINDOWED.items():
+        cfg = compose_config([f"domain={domain}", f"preset={preset}", f"pe={name}"])
+        model = cfg.model
+        enc = build_encoding(name, dict(cfg.pe.options), n_layer=model.n_layer, n_head=model.n_head,
+                             d_model=model.d_model, context=model.context)  # fmt: skip
+        L = model.context
+        expected = min(L, max(8, round(L / 32)))
+        windows = {enc.attention_window(layer) for layer in range(model.n_layer)} - {None}
+        assert {(w.kind, w.size) for w in windows} == {(kind, expected)} and expected >= min(8, L), (name, L)
+        if has_floor:
+            floors = [part.floor_scale for part in enc.parts if hasattr(part, "floor_scale")]
+            assert floors in ([], [expected]), (name, floors)

@@ -102,7 +102,7 @@ def test_llama4_irope_layers_equal_llama4_text_attention(x):
     assert config.no_rope_layers == [1, 1, 1, 0]
     assert config.layer_types == ["chunked_attention"] * 3 + ["full_attention"]
     freqs = modeling.Llama4TextRotaryEmbedding(config)(x, torch.arange(T)[None])
-    options = {"chunk_fraction": 8 / L, "floor_fraction": 4 / L}
+    options = {"chunk_fraction": 8 / L, "floor_fraction": 4 / L, "min_tokens": 1}  # the references: a floor of 4
     for layer, kind, tolerance in ((0, "chunked", 1e-6), (3, "full", 1e-12)):
         ref = modeling.Llama4TextAttention(config, layer).double().eval()
         with torch.no_grad():
@@ -144,7 +144,7 @@ def test_rnope_swa_layers_equal_cohere2_attention(x):
         ref = modeling.Cohere2Attention(config, layer).double().eval()
         with torch.no_grad():
             expected, _ = ref(x, cos_sin, reference_mask(config, x, kind))
-        attention, encoding = ours("rnope_swa", {"window_fraction": 6 / L}, layer, 4, ref, neox=False)
+        attention, encoding = ours("rnope_swa", {"window_fraction": 6 / L, "min_tokens": 1}, layer, 4, ref, neox=False)
         assert max_difference(attention, encoding, x, expected) < tolerance, layer
 
 
@@ -168,7 +168,9 @@ def test_local_global_layers_equal_gemma3_attention_without_its_qk_norms(x):
             expected, _ = ref(
                 x, rotary(x, torch.arange(T)[None], config.layer_types[layer]), reference_mask(config, x, kind)
             )
-        attention, encoding = ours("local_global", {"window_fraction": 6 / L}, layer, 6, ref, neox=True)
+        attention, encoding = ours(
+            "local_global", {"window_fraction": 6 / L, "min_tokens": 1}, layer, 6, ref, neox=True
+        )
         assert max_difference(attention, encoding, x, expected) < tolerance, layer
 
 

@@ -141,11 +141,14 @@ def test_a_bad_window_is_refused_by_name(kind, size):
 
 
 def test_windows_keep_their_training_size_at_2x_4x_8x_the_context():
-    """A model trained at L = 64 with windows of L/32 = 2 tokens scores 128, 256, 512 tokens with the same 2-token
-    windows (the layers' masks are built from the encoding's training context, not the sequence): a token's output
-    in the window-only first layers depends on no token more than 1 position back, at every length."""
+    """A model trained at L = 64 with windows of L/32 = 2 tokens (the scale rule's floor set to 1) scores 128, 256,
+    512 tokens with the same 2-token windows (the layers' masks are built from the encoding's training context, not
+    the sequence): a token's output in the window-only first layers depends on no token more than 1 position back,
+    at every length."""
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=11, context=64, n_layer=2, n_head=2, d_model=16, pe="rnope_swa")).double().eval()
+    config = GPTConfig(vocab_size=11, context=64, n_layer=2, n_head=2, d_model=16, pe="rnope_swa",
+                       pe_options={"min_tokens": 1})  # fmt: skip
+    model = GPT(config).double().eval()
     assert [str(block.attn.window) for block in model.blocks] == ["sliding 2", "sliding 2"]
     for T in (128, 256, 512):
         tokens = torch.randint(0, 11, (1, T), generator=torch.Generator().manual_seed(T))

@@ -22,6 +22,8 @@ from models.encodings.base import register
 from models.encodings.options import Option
 from models.encodings.pattern import (
     FRACTION,
+    MIN_TOKENS,
+    MIN_TOKENS_OPTION,
     PERIOD,
     REFERENCE_FRACTION,
     Layer,
@@ -41,6 +43,7 @@ class IRoPE(LayerPattern):
         "base": BASE,
         "chunk_fraction": FRACTION,
         "floor_fraction": FRACTION,
+        "min_tokens": MIN_TOKENS_OPTION,
         "attn_scale": Option("number", ">= 0", lambda v: v >= 0, why="the temperature's slope"),
     }
 
@@ -52,9 +55,10 @@ class IRoPE(LayerPattern):
         chunk_fraction: float = REFERENCE_FRACTION,
         floor_fraction: float = REFERENCE_FRACTION,
         attn_scale: float = 0.1,
+        min_tokens: int = MIN_TOKENS,
         **dims: int,
     ) -> None:
-        self.period, self.base = int(period), float(base)
+        self.period, self.base, self.min_tokens = int(period), float(base), int(min_tokens)
         self.chunk_fraction, self.floor_fraction, self.attn_scale = (
             float(chunk_fraction),
             float(floor_fraction),
@@ -63,8 +67,8 @@ class IRoPE(LayerPattern):
         super().__init__(**dims)
 
     def layer_plan(self) -> list[Layer]:
-        chunk = AttentionWindow("chunked", tokens_of(self.chunk_fraction, self.context))
+        chunk = AttentionWindow("chunked", tokens_of(self.chunk_fraction, self.context, self.min_tokens))
         rope = Layer("rope", {"base": self.base}, window=chunk, qk_norm=True)
-        floor = tokens_of(self.floor_fraction, self.context)
+        floor = tokens_of(self.floor_fraction, self.context, self.min_tokens)
         nope = Layer("temperature", {"attn_scale": self.attn_scale, "floor_scale": floor})
         return [nope if every_period_th(layer, self.period) else rope for layer in range(self.n_layer)]

@@ -21,6 +21,8 @@ Composed (models.encodings.pattern): `rope` twice, at the two bases, one with th
 from models.encodings.base import register
 from models.encodings.pattern import (
     FRACTION,
+    MIN_TOKENS,
+    MIN_TOKENS_OPTION,
     PERIOD,
     REFERENCE_FRACTION,
     Layer,
@@ -35,7 +37,13 @@ from models.windows import AttentionWindow
 @register
 class LocalGlobal(LayerPattern):
     name = "local_global"
-    option_rules = {"period": PERIOD, "local_base": BASE, "global_base": BASE, "window_fraction": FRACTION}
+    option_rules = {
+        "period": PERIOD,
+        "local_base": BASE,
+        "global_base": BASE,
+        "window_fraction": FRACTION,
+        "min_tokens": MIN_TOKENS_OPTION,
+    }
 
     def __init__(
         self,
@@ -44,14 +52,15 @@ class LocalGlobal(LayerPattern):
         local_base: float = 10_000.0,
         global_base: float = 1_000_000.0,
         window_fraction: float = REFERENCE_FRACTION,
+        min_tokens: int = MIN_TOKENS,
         **dims: int,
     ) -> None:
-        self.period, self.window_fraction = int(period), float(window_fraction)
+        self.period, self.window_fraction, self.min_tokens = int(period), float(window_fraction), int(min_tokens)
         self.local_base, self.global_base = float(local_base), float(global_base)
         super().__init__(**dims)
 
     def layer_plan(self) -> list[Layer]:
-        window = AttentionWindow("sliding", tokens_of(self.window_fraction, self.context))
+        window = AttentionWindow("sliding", tokens_of(self.window_fraction, self.context, self.min_tokens))
         local = Layer("rope", {"base": self.local_base}, window=window)
         global_ = Layer("rope", {"base": self.global_base})
         return [global_ if every_period_th(layer, self.period) else local for layer in range(self.n_layer)]

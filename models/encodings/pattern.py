@@ -16,10 +16,16 @@ trained (not YaRN), without windows of its own, at the pattern's softmax scale 1
 pattern: anything else is refused by name when the pattern is built.
 
 Windows and the temperature's floor follow the training context by one rule (SPEC 1c): a length that the
-reference states in tokens becomes the same fraction of L, `tokens_of(fraction, L) = max(1, round(fraction L))`.
-The references' windows are 1/32 of the context they were trained at (Gemma 3: 1024 of 32K; Llama 4 Scout: 8192
-of 256K; Command R7B: 4096 of 128K), so each pattern's default fraction is 1/32: JSB cpu (L = 1024) 32 tokens,
-JSB paper (L = 2048) 64.
+reference states in tokens becomes the same fraction of L, never under MIN_TOKENS nor over L,
+`tokens_of(fraction, L) = min(L, max(MIN_TOKENS, round(fraction L)))`. The references' windows are 1/32 of the
+context they were trained at (Gemma 3: 1024 of 32K; Llama 4 Scout: 8192 of 256K; Command R7B: 4096 of 128K), so
+each pattern's default fraction is 1/32: JSB cpu (L = 1024) 32 tokens, JSB paper (L = 2048) 64. The floor keeps a
+window a window where L/32 would leave a handful of tokens or the query alone (the synthetic presets' L = 32: 1
+token, every windowed layer a model without context): 8 tokens, the smallest window any published study's pattern
+trained at (JSB and MAESTRO at the tiny preset, L = 256), two time steps of JSB's four voices; at L = 32 a windowed
+layer then sees a quarter of the context, its global or NoPE layers all of it. The floor is the option `min_tokens`
+of each windowed pattern (8 unless a config says otherwise: the tests that check a window's reach by hand on a few
+tokens set it to 1).
 
 Randomized positions are refused: a window counts tokens and a rotary layer positions, which random positions
 would pull apart. YaRN is never applied (models.encodings.yarn.with_yarn takes a `rope` model only): the
@@ -47,16 +53,19 @@ from models.encodings.rope import at_least_fp32
 from models.windows import AttentionWindow
 
 REFERENCE_FRACTION = 1 / 32  # window / training context at the references' scale (module docstring, SPEC 1c)
+MIN_TOKENS = 8  # the scale rule's floor: no window, chunk or temperature floor is shorter (module docstring)
 QK_NORM_EPS = 1e-5  # Llama 4's rms_norm_eps, which its Llama4TextL2Norm takes
 FRACTION = Option(
     "number", "in (0, 1]", lambda v: 0 < v <= 1, why="a length as a fraction of the training context L (SPEC 1c)"
 )
 PERIOD = Option("whole", ">= 2", lambda v: v >= 2, why="every period-th layer (l + 1 = period, 2 period, ...)")
+MIN_TOKENS_OPTION = Option("whole", ">= 1", lambda v: v >= 1, why="the scale rule's floor in tokens (SPEC 1c)")
 
 
-def tokens_of(fraction: float, context: int) -> int:
-    """A length stated as a fraction of the training context, in tokens: max(1, round(fraction * L))."""
-    return max(1, round(fraction * context))
+def tokens_of(fraction: float, context: int, floor: int = MIN_TOKENS) -> int:
+    """A length stated as a fraction of the training context, in tokens: round(fraction * L), at least `floor`
+    (MIN_TOKENS; a pattern's option `min_tokens`) and at most L (the module docstring)."""
+    return min(context, max(floor, round(fraction * context)))
 
 
 def every_period_th(layer: int, period: int) -> bool:

@@ -16,6 +16,8 @@ Composed (models.encodings.pattern): `rope` at `base` with the sliding window; `
 from models.encodings.base import register
 from models.encodings.pattern import (
     FRACTION,
+    MIN_TOKENS,
+    MIN_TOKENS_OPTION,
     PERIOD,
     REFERENCE_FRACTION,
     Layer,
@@ -30,15 +32,22 @@ from models.windows import AttentionWindow
 @register
 class RNoPESWA(LayerPattern):
     name = "rnope_swa"
-    option_rules = {"period": PERIOD, "base": BASE, "window_fraction": FRACTION}
+    option_rules = {"period": PERIOD, "base": BASE, "window_fraction": FRACTION, "min_tokens": MIN_TOKENS_OPTION}
 
     def __init__(
-        self, *, period: int = 4, base: float = 10_000.0, window_fraction: float = REFERENCE_FRACTION, **dims: int
+        self,
+        *,
+        period: int = 4,
+        base: float = 10_000.0,
+        window_fraction: float = REFERENCE_FRACTION,
+        min_tokens: int = MIN_TOKENS,
+        **dims: int,
     ) -> None:
         self.period, self.base, self.window_fraction = int(period), float(base), float(window_fraction)
+        self.min_tokens = int(min_tokens)
         super().__init__(**dims)
 
     def layer_plan(self) -> list[Layer]:
-        window = AttentionWindow("sliding", tokens_of(self.window_fraction, self.context))
+        window = AttentionWindow("sliding", tokens_of(self.window_fraction, self.context, self.min_tokens))
         local, global_ = Layer("rope", {"base": self.base}, window=window), Layer("nope")
         return [global_ if every_period_th(layer, self.period) else local for layer in range(self.n_layer)]
