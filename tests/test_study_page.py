@@ -177,7 +177,13 @@ def _column(page, table: str, key: str) -> list:
     values = page.eval_on_selector_all(
         f"#{table} tbody tr:not([hidden]) td[data-key='{key}']", "cells => cells.map(c => c.dataset.value)"
     )
-    return [_number(v) if key != "encoding" else v for v in values]
+    return [_number(v) if key not in ("encoding", "domain", "verdict") else v for v in values]
+
+
+def _blocks(page, values: list) -> list[list]:
+    """A leaderboard column's values cut into its domains' blocks (rows sort within their domain)."""
+    domains = _column(page, "leaderboard-table", "domain")
+    return [[v for d, v in zip(domains, values, strict=True) if d == domain] for domain in dict.fromkeys(domains)]
 
 
 def _sorted_with_missing_last(values: list, reverse: bool) -> list:
@@ -211,15 +217,25 @@ def test_the_fabricated_study_page_in_a_browser(fabricated, chromium):
     for text in (first["encoding"], f"{first['delta']:+.4f}", f"{first['p_tost']:.3g}", "p (Holm)", "seeds"):
         assert text in shown, (text, shown)
 
-    # sorting: the score column ascending, then descending; the encodings alphabetically
-    page.click("#leaderboard-table th[data-key='score'] button")
-    scores = _column(page, "leaderboard-table", "score")
-    assert scores == _sorted_with_missing_last(scores, reverse=False) and len(scores) == 12
-    page.click("#leaderboard-table th[data-key='score'] button")
-    assert _column(page, "leaderboard-table", "score") == _sorted_with_missing_last(scores, reverse=True)
+    # sorting: within each domain (in the study's order), the score column better first (lower NLL; higher
+    # accuracy on synthetic), then worse first; the encodings alphabetically; the verdicts from better to worse
+    order = list(summary["domains"])
+    higher = {domain: not summary["domains"][domain]["lower_is_better"] for domain in order}
+    for ascending in (True, False):
+        page.click("#leaderboard-table th[data-key='score'] button")
+        domains, scores = _column(page, "leaderboard-table", "domain"), _column(page, "leaderboard-table", "score")
+        assert domains == sorted(domains, key=order.index) and len(scores) == 12
+        for domain in order:
+            mine = [score for d, score in zip(domains, scores, strict=True) if d == domain]
+            assert mine == _sorted_with_missing_last(mine, reverse=higher[domain] == ascending), domain
+    assert "(sorts better first)" in page.inner_text("#leaderboard-table th[data-key='delta']")
     page.click("#leaderboard-table th[data-key='encoding'] button")
     names = _column(page, "leaderboard-table", "encoding")
-    assert names == sorted(names) and len(set(names)) == 4
+    assert len(set(names)) == 4 and all(sorted(block) == block for block in _blocks(page, names))
+    page.click("#leaderboard-table th[data-key='verdict'] button")
+    words = [w or "reference" for w in _column(page, "leaderboard-table", "verdict")]
+    ranks = ["better", "reference", "equivalent", "inconclusive", "stopped", "worse"]
+    assert all(sorted(block, key=ranks.index) == block for block in _blocks(page, words))
     page.click("#mean-rank-table th[data-key='p_rank_1'] button")
     p_best = _column(page, "mean-rank-table", "p_rank_1")
     assert p_best == sorted(p_best)
@@ -413,3 +429,31 @@ def test_each_published_page_opens_with_its_answer_the_same_as_summary_md(folder
         assert line.startswith(f"**{domain}**") and text == line.replace("**", "").replace("`", "")
     top = page.eval_on_selector("#answer", "e => e.getBoundingClientRect().top")
     assert top < page.viewport_size["height"] / 2, f"the answer starts {top:.0f} px down"
+
+
+STICKY_ROW = 30  # issue 47: at row 30 of a long leaderboard its head was 867 px above the viewport
+
+
+@needs_browser
+@pytest.mark.parametrize("folder", PUBLISHED, ids=[folder.name for folder in PUBLISHED])
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_toolbar_and_the_leaderboards_head_stay_in_view(folder, width, chromium):
+    """Scrolled far down the page, the toolbar is at the top of the viewport; with row 30 of the leaderboard in view
+    (where the table has that many), the table's head is in view too, below the toolbar, not covered by it."""
+    page, log = open_page(chromium, folder / INDEX, width=width)
+    _assert_clean(log)
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight / 2)")
+    bar = page.eval_on_selector("nav.toolbar", "e => [e.getBoundingClientRect().top, e.getBoundingClientRect().bottom]")
+    assert bar[0] == pytest.approx(0, abs=1), bar
+    rows = page.eval_on_selector_all("#leaderboard-table tbody tr", "rows => rows.length")
+    if rows < STICKY_ROW:
+        return
+    page.eval_on_selector(f"#leaderboard-table tbody tr:nth-child({STICKY_ROW})", "r => r.scrollIntoView()")
+    head = page.eval_on_selector(
+        "#leaderboard-table thead th",
+        """h => { const r = h.getBoundingClientRect();
+                  const hit = document.elementFromPoint(r.left + r.width / 2, (r.top + r.bottom) / 2);
+                  return [r.top, r.bottom, !!(hit && hit.closest('#leaderboard-table thead'))]; }""",
+    )
+    bar = page.eval_on_selector("nav.toolbar", "e => e.getBoundingClientRect().bottom")
+    assert bar <= head[0] + 1 and head[1] <= page.viewport_size["height"] and head[2], (head, bar)

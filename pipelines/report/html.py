@@ -42,8 +42,8 @@ from pipelines.report.answer import answer_text
 from pipelines.report.page_charts import Colours, forest_spec, position_specs, run_specs, variance_spec, window_specs
 from pipelines.report.page_runs import RUN_DETAIL_LEVELS, run_records
 from pipelines.report.page_tables import (
-    LEADERBOARD_COLUMNS,
     MEAN_RANK_COLUMNS,
+    leaderboard_columns,
     leaderboard_rows,
     looks_tables,
     mean_rank_rows,
@@ -213,7 +213,7 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
         links=links,
         domains=[result.domain for result in study.results],
         answers=[{"domain": result.domain, "text": answer_text(result)} for result in study.results],
-        leaderboard_columns=LEADERBOARD_COLUMNS,
+        leaderboard_columns=leaderboard_columns(study),
         leaderboard=leaderboard_rows(study, summary),
         mean_rank_columns=MEAN_RANK_COLUMNS,
         mean_rank=mean_rank_rows(summary),

@@ -69,7 +69,8 @@ def forest_spec(result: DomainResult, summary: dict) -> dict | None:
     order = [v["encoding"] for v in values]
     scale = alt.Scale(type="symlog", constant=4 * region)
     unit = result.metric.unit
-    axis_title = f"Δ {result.metric.short} vs {result.ref} ({unit}; symlog, linear within ±{4 * region:g})"
+    way = "better →" if result.metric.higher_is_better else "← better"
+    axis_title = f"{way}   Δ {result.metric.short} vs {result.ref} ({unit}; symlog, linear within ±{4 * region:g})"
     axis = alt.Axis(labelOverlap="greedy", labelSeparation=6, grid=False, tickCount=6, labelFlush=True)
     x = alt.X("delta:Q", scale=scale, title=axis_title, axis=axis)
     y = alt.Y("encoding:N", sort=order, title=None)

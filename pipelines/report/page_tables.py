@@ -24,10 +24,15 @@ class Cell:
     title: str = ""
     css: str = ""
     sub: str = ""  # shown under the value (its interval)
+    order: object = None  # what the column sorts by when not the value itself (data-order)
 
     @property
     def value_attr(self) -> str:
         return _attr(self.value)
+
+    @property
+    def order_attr(self) -> str:
+        return _attr(self.order)
 
     @property
     def lo_attr(self) -> str:
@@ -91,6 +96,7 @@ def leaderboard_rows(study: Study, summary: dict) -> list[dict]:
     for result in study.results:
         domain = summary["domains"][result.domain]
         digits, region = result.metric.digits, domain["equivalence_region"]
+        higher = result.metric.higher_is_better
         for encoding, record in domain["encodings"].items():
             word, label = plain_label(result, encoding)
             is_ref = encoding == domain["reference"]
@@ -109,8 +115,11 @@ def leaderboard_rows(study: Study, summary: dict) -> list[dict]:
                             record["within_hi"],
                             title=f"{record['interval']} interval",
                             sub=_interval(record["within_lo"], record["within_hi"], digits),
+                            order=_better_first(record["score"], higher),
                         ),
-                        "verdict": Cell(word, verdict, title=label, css=f"verdict {verdict}"),
+                        "verdict": Cell(
+                            word, verdict, title=label, css=f"verdict {verdict}", order=VERDICT_ORDER.get(verdict)
+                        ),
                         "delta": Cell(
                             _number(record["delta"], digits, signed=True),
                             record["delta"],
@@ -118,6 +127,7 @@ def leaderboard_rows(study: Study, summary: dict) -> list[dict]:
                             record["delta_hi"],
                             title="95% t-interval over seeds, the test set fixed",
                             sub=_interval(record["delta_lo"], record["delta_hi"], digits, signed=True),
+                            order=_better_first(record["delta"], higher),
                         ),
                         "region": Cell(f"±{region:g}", region),
                         "p_holm": Cell(p_cell(record["seed_p_holm"]), record["seed_p_holm"]),
@@ -131,11 +141,46 @@ def leaderboard_rows(study: Study, summary: dict) -> list[dict]:
     return rows
 
 
+# the verdict column sorts from what is best for the encoding to what is worst, not alphabetically
+VERDICT_ORDER = {"better": 0, "reference": 1, "equivalent": 2, "inconclusive": 3, "stopped": 4, "worse": 5}
+SORTS_BETTER_FIRST = "; sorting puts the better first, in each domain's own direction, within each domain"
+
+
+def _better_first(value, higher_is_better: bool):
+    """The sort key that puts the better value first when ascending (a score or Δ of a higher-is-better metric
+    negated); None for a missing value."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    return -value if higher_is_better else value
+
+
+def direction(study: Study) -> str:
+    """`← better` (every domain's metric lower-is-better), `better →` (every one higher), or the sort's promise."""
+    higher = {result.metric.higher_is_better for result in study.results}
+    if len(higher) != 1:
+        return "(sorts better first)"
+    return "(better →)" if higher.pop() else "(← better)"
+
+
+def leaderboard_columns(study: Study) -> list[tuple[str, str, str]]:
+    """The leaderboard's (key, header, title): the score and Δ headers say which way is better."""
+    way = direction(study)
+    return [
+        (key, f"{name} {way}" if key in ("score", "delta") else name, title + (SORTS_BETTER_FIRST if key in (
+            "score", "delta") else ""))
+        for key, name, title in LEADERBOARD_COLUMNS
+    ]  # fmt: skip
+
+
 LEADERBOARD_COLUMNS = [
     ("domain", "domain", ""),
     ("encoding", "encoding", ""),
     ("score", "score [95% within]", "the domain's metric over the encoding's own seeds, its within-example interval"),
-    ("verdict", "verdict", "the seed-aware verdict against the domain's reference (summary.md's words)"),
+    (
+        "verdict",
+        "verdict",
+        "the seed-aware verdict against the domain's reference (summary.md's words); sorts from better to worse",
+    ),
     ("delta", "Δ vs ref [95% t]", "mean per-seed difference on the seeds both finished, its t-interval over seeds"),
     ("region", "equiv.", "the region of practical equivalence TOST tests (±)"),
     ("p_holm", "p (Holm)", "the difference test's p, Holm-adjusted within the verdict's family"),

@@ -19,7 +19,9 @@
   // ------------------------------------------------------------------------------------------- sorting
 
   function cellValue(cell) {
-    const text = cell.dataset.value;
+    // data-order where the column sorts by something else than its value (a verdict's rank, a score or Δ turned
+    // so that the better sorts first)
+    const text = cell.dataset.order !== undefined ? cell.dataset.order : cell.dataset.value;
     if (text === undefined || text === "") return null;
     const number = Number(text);
     return Number.isNaN(number) ? text : number;
@@ -42,7 +44,12 @@
         header.setAttribute("aria-sort", ascending ? "ascending" : "descending");
         const body = table.tBodies[0];
         const rows = Array.from(body.rows);
-        rows.sort((a, b) => compare(cellValue(a.cells[column]), cellValue(b.cells[column]), ascending));
+        // rows of several domains sort within their domain (the domains in the order they came): a score or Δ of
+        // one domain is no measure of another's
+        const domains = [...new Set(rows.map((row) => row.dataset.domain))];
+        const block = (row) => (header.dataset.key === "domain" ? 0 : domains.indexOf(row.dataset.domain));
+        rows.sort((a, b) => block(a) - block(b)
+          || compare(cellValue(a.cells[column]), cellValue(b.cells[column]), ascending));
         rows.forEach((row) => body.appendChild(row));
       });
     });
