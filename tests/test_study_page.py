@@ -12,6 +12,7 @@ import base64
 import gzip
 import json
 import math
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -457,3 +458,24 @@ def test_the_toolbar_and_the_leaderboards_head_stay_in_view(folder, width, chrom
     )
     bar = page.eval_on_selector("nav.toolbar", "e => e.getBoundingClientRect().bottom")
     assert bar <= head[0] + 1 and head[1] <= page.viewport_size["height"] and head[2], (head, bar)
+
+
+def test_the_page_names_the_code_a_run_had_outside_its_commit(tmp_path):
+    """A newcomer trained with its encoding untracked (issue 49: rope_lf's manifest said clean, and the commit it
+    named did not hold the code that ran): its commit is marked, and the files outside it are named; the clean
+    runs' commit is listed on its own."""
+    X = np.array([0.2, 1.4, 0.6, 2.5])
+    lm_domain(tmp_path / "runs", "jsb", {"rope10k": X, "rope_lf": X - 0.01})
+    for manifest in (tmp_path / "runs" / "jsb" / "rope_lf").glob("seed*/manifest.json"):
+        data = json.loads(manifest.read_text())
+        untracked = {"models/encodings/rope_lf.py": "1" * 64, "configs/pe/rope_lf.yaml": "2" * 64}
+        data["git"] = {"sha": "a" * 40, "dirty": True, "modified": {}, "untracked": untracked}
+        manifest.write_text(json.dumps(data))
+    study(tmp_path / "runs", None, tmp_path / "out")
+    facts = (tmp_path / "out" / INDEX).read_text().split('<p class="facts-line">', 1)[1].split("</p>", 1)[0]
+    text = re.sub(r"<[^>]+>", "", facts)
+    assert (
+        "aaaaaaaaaa with code outside the commit (configs/pe/rope_lf.yaml, models/encodings/rope_lf.py) (3 runs)"
+        in text
+    )
+    assert "0000000000 (3 runs)" in text

@@ -87,6 +87,18 @@ def variance_tables(study: Study, summary: dict) -> list[dict]:
     return tables
 
 
+def outside_the_commit(study: Study) -> dict[str, list[str]]:
+    """Per `<sha>+dirty` commit label (pipelines.analysis.evidence.commits), the code files its runs' manifests record
+    as modified or untracked there: what ran that the commit does not hold (a newcomer's own encoding, say)."""
+    files: dict[str, set[str]] = {}
+    for run in study.runs:
+        git = (run.manifest.get("git") or {}) if run.finished else {}
+        if git.get("dirty"):
+            label = (git.get("sha") or "unknown")[:12] + "+dirty"
+            files.setdefault(label, set()).update(git.get("modified") or {}, git.get("untracked") or {})
+    return {label: sorted(paths) for label, paths in files.items()}
+
+
 def header_facts(study: Study, summary: dict, runs: list[dict]) -> dict:
     """What the study is: its domains (preset, metric, seeds, reference and how it was chosen), the code commits and
     the machines its runs were trained on (from their manifests)."""
@@ -110,6 +122,7 @@ def header_facts(study: Study, summary: dict, runs: list[dict]) -> dict:
     for result in study.results:
         for sha, labels in result.commits.items():
             commits[sha] += len(labels)
+    outside = outside_the_commit(study)
     machines = Counter()
     for record in runs:
         manifest = record["manifest"]
@@ -130,7 +143,15 @@ def header_facts(study: Study, summary: dict, runs: list[dict]) -> dict:
     return {
         "domains": domains,
         "references": [{"ref": ref, "rule": rule, "domains": names} for (ref, rule), names in references.items()],
-        "commits": [{"sha": sha, "runs": count} for sha, count in sorted(commits.items())],
+        "commits": [
+            {
+                "sha": sha.removesuffix("+dirty")[:10],
+                "dirty": sha.endswith("+dirty"),
+                "runs": count,
+                "files": outside.get(sha, []),
+            }
+            for sha, count in sorted(commits.items())
+        ],  # fmt: skip
         "machines": [{"what": what, "runs": count} for what, count in machines.most_common()],
         "runs_root": summary["runs"],
         "reference": summary["reference"],
