@@ -176,7 +176,7 @@ def _charts_drawn(page) -> list[str]:
 
 def _column(page, table: str, key: str) -> list:
     values = page.eval_on_selector_all(
-        f"#{table} tbody tr:not([hidden]) td[data-key='{key}']", "cells => cells.map(c => c.dataset.value)"
+        f"#{table} tbody tr:not([hidden]) [data-key='{key}']", "cells => cells.map(c => c.dataset.value)"
     )
     return [_number(v) if key not in ("encoding", "domain", "verdict") else v for v in values]
 
@@ -202,6 +202,14 @@ def test_the_fabricated_study_page_in_a_browser(fabricated, chromium):
     # windows (maestro, 2 synthetic tasks), variance (3 domains), and the one-run view's two charts
     assert len(charts) >= 14, charts
     assert _charts_drawn(page) == []
+    # every chart has a text alternative saying where its numbers are written out (a screen reader gets no chart)
+    labels = page.eval_on_selector_all("div.chart[data-chart]", "cs => cs.map(c => [c.getAttribute('role'), "
+                                       "c.getAttribute('aria-label')])")  # fmt: skip
+    assert all(label and "numbers" in label for _, label in labels), labels  # Vega's aria-label: the description
+    # each leaderboard row's header is its encoding
+    headers = page.eval_on_selector_all("#leaderboard-table tbody tr", "rows => rows.map(r => r.querySelector("
+                                        "'th[scope=row]').dataset.key)")  # fmt: skip
+    assert headers and set(headers) == {"encoding"}
     _check_leaderboard(page, summary)
 
     # hovering a point of the forest plot shows its Δ, interval, p, TOST p and seeds (summary.json's, formatted)
@@ -321,7 +329,7 @@ class _Cells(HTMLParser):
             self.in_table = attrs.get("id") == "leaderboard-table"
         elif self.in_table and tag == "tr" and "data-domain" in attrs:
             self.row = self.rows.setdefault((attrs["data-domain"], attrs["data-encoding"]), {})
-        elif self.in_table and self.row is not None and tag == "td":
+        elif self.in_table and self.row is not None and tag in ("td", "th"):
             self.row[attrs["data-key"]] = attrs.get("data-value", "")
 
     def handle_endtag(self, tag):
@@ -479,3 +487,20 @@ def test_the_page_names_the_code_a_run_had_outside_its_commit(tmp_path):
         in text
     )
     assert "0000000000 (3 runs)" in text
+
+
+def test_the_forest_marks_a_verdict_by_shape_as_well_as_colour(fabricated):
+    """Issue 47: the forest told verdicts by colour alone, red against green: each verdict has its own shape too."""
+    from pipelines.report.page_charts import VERDICT_COLOURS, VERDICT_SHAPES
+
+    out, _ = fabricated
+    packed = re.search(r'id="charts-data">([^<]+)<', (out / INDEX).read_text())[1]
+    charts = json.loads(gzip.decompress(base64.b64decode(packed)))
+    forests = [spec for name, spec in charts.items() if name.startswith("forest-")]
+    assert forests and len(set(VERDICT_SHAPES.values())) == len(VERDICT_SHAPES) == len(VERDICT_COLOURS)
+    for spec in forests:
+        points = [layer for layer in spec["layer"] if "shape" in layer.get("encoding", {})]
+        assert len(points) == 1, spec["layer"]
+        shape, colour = points[0]["encoding"]["shape"], points[0]["encoding"]["color"]
+        assert shape["field"] == colour["field"] == "verdict"
+        assert dict(zip(shape["scale"]["domain"], shape["scale"]["range"], strict=True)) == VERDICT_SHAPES

@@ -87,6 +87,25 @@ def variance_tables(study: Study, summary: dict) -> list[dict]:
     return tables
 
 
+# each chart's text alternative: where the figures it draws are written out (a screen reader gets no chart)
+CHART_TEXT = {
+    "forest": "each encoding's Δ to the reference with the interval its verdict rests on, marked by verdict in colour "
+    "and shape; the numbers are the leaderboard's Δ column and summary.md's verdict table",
+    "positions": "NLL by position per encoding, seeds pooled; the numbers past the training length are summary.md's "
+    "extrapolation table and extrapolation.csv",
+    "windows": "NLL past the training length by window length per encoding; the numbers are summary.md's extrapolation "
+    "table and extrapolation.csv",
+    "variance": "the variance components of the domain; the numbers are the table beside it",
+}
+
+
+RUN_CHART_TEXT = {
+    "train": "the chosen run's training and validation loss by step; its numbers are the run's logs/metrics.csv",
+    "examples": "the chosen run's test NLL per example against the reference's run of the same seed; the numbers are "
+    "the study's per_example files",
+}
+
+
 def outside_the_commit(study: Study) -> dict[str, list[str]]:
     """Per `<sha>+dirty` commit label (pipelines.analysis.evidence.commits), the code files its runs' manifests record
     as modified or untracked there: what ran that the commit does not hold (a newcomer's own encoding, say)."""
@@ -198,12 +217,13 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
     colours = Colours(names)
     charts, sections = {}, {"forest": [], "positions": [], "windows": [], "variance": []}
 
-    def add(section: str, domain: str, title: str, spec: dict | None) -> str | None:
+    def add(section: str, domain: str, title, spec: dict | None) -> str | None:
         """Register a chart of a section; its element's id (None for no chart)."""
         if spec is None:
             return None
         name = f"{section}-{len(charts)}"
-        charts[name] = spec
+        text = f"{' '.join(title) if isinstance(title, list) else title}: {CHART_TEXT[section]}"
+        charts[name] = {**spec, "description": text}  # Vega's aria-label: the chart's text alternative
         sections[section].append({"id": name, "domain": domain, "title": title})
         return name
 
@@ -217,7 +237,7 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
     for table in variance:
         table["chart"] = add("variance", table["domain"], table["domain"], table["chart"])
     run_charts = run_specs()
-    charts.update({f"run-{name}": spec for name, spec in run_charts.items()})
+    charts.update({f"run-{name}": {**spec, "description": RUN_CHART_TEXT[name]} for name, spec in run_charts.items()})
     has_yarn = any(is_derived(name) for name in names)
 
     environment = jinja2.Environment(

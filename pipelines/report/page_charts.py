@@ -21,7 +21,14 @@ VERDICT_COLOURS = {
     "worse": "#cf222e",
     "equivalent": "#0969da",
     "stopped": "#8250df",
-    "inconclusive": "#6e7781",
+    "inconclusive": "#57606a",  # 4.5:1 or more on the page's panels (#6e7781 was 4.27:1)
+}
+VERDICT_SHAPES = {  # shape as well as colour: a verdict is never told by colour alone
+    "better": "triangle-up",
+    "worse": "triangle-down",
+    "equivalent": "square",
+    "stopped": "diamond",
+    "inconclusive": "circle",
 }
 
 
@@ -109,6 +116,11 @@ def forest_spec(result: DomainResult, summary: dict) -> dict | None:
             color=alt.Color(
                 "verdict:N",
                 scale=alt.Scale(domain=words, range=list(VERDICT_COLOURS.values())),
+                legend=alt.Legend(title="verdict", orient="bottom"),
+            ),
+            shape=alt.Shape(
+                "verdict:N",
+                scale=alt.Scale(domain=words, range=[VERDICT_SHAPES[word] for word in words]),
                 legend=alt.Legend(title="verdict", orient="bottom"),
             ),
             tooltip=tooltip,
