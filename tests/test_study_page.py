@@ -284,8 +284,19 @@ def test_the_fabricated_study_page_in_a_browser(fabricated, chromium):
     ]
     assert page.eval_on_selector_all("#looks td.decided", "cells => cells.length") >= 1
 
-    # one run: its manifest, its training curves and its 5 test examples against darope's of the same seed
+    # one run: the page opened on jsb's best-ranked encoding (not the alphabetically first run), grouped by domain
+    # and encoding; the reference's own run says it is the reference's instead of drawing an empty chart
+    jsb = summary["domains"]["jsb"]
+    best = min((r for r in jsb["encodings"].values() if r["encoding"] != jsb["reference"]), key=lambda r: r["rank"])
+    page.reload()
+    assert page.input_value("#run-picker") == f"jsb/{best['encoding']}/seed0"
+    groups = page.eval_on_selector_all("#run-picker optgroup", "gs => gs.map(g => g.label)")
+    assert "jsb / darope" in groups and len(groups) == len(set(groups))
+    page.select_option("#run-picker", "jsb/darope/seed0")
+    assert page.is_hidden("#run-examples") and "reference" in page.text_content("#run-examples-note")
+    # its manifest, its training curves and its 5 test examples against darope's of the same seed
     page.select_option("#run-picker", "jsb/nope/seed1")
+    assert page.is_visible("#run-examples")
     page.wait_for_function("document.querySelectorAll('#run-examples g.mark-symbol path').length === 5")
     assert "jsb/darope/seed1" in page.text_content("#run-note")
     manifest = json.loads(page.text_content("#run-manifest"))

@@ -106,6 +106,28 @@ RUN_CHART_TEXT = {
 }
 
 
+def run_groups(runs: list[dict]) -> list[dict]:
+    """The run picker's groups: one per (domain, encoding), in the records' order, each with its runs' labels."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for record in runs:
+        groups.setdefault((record["domain"], record["encoding"]), []).append(record["label"])
+    return [{"label": f"{domain} / {encoding}", "domain": domain, "runs": labels}
+            for (domain, encoding), labels in groups.items()]  # fmt: skip
+
+
+def first_run(study: Study, runs: list[dict]) -> str:
+    """The run the page opens on: the first domain's best-ranked encoding's first seed, set against the reference
+    (its reference's own run where no other encoding has one), else the first run."""
+    by_label = {record["label"]: record for record in runs}
+    for result in study.results:
+        for encoding in [*[e for e in result.entries if e != result.ref], result.ref]:
+            mine = [r for r in runs if r["domain"] == result.domain and r["encoding"] == encoding]
+            chosen = next((r for r in mine if r["ref"]), mine[0] if mine else None)
+            if chosen is not None:
+                return chosen["label"]
+    return next(iter(by_label), "")
+
+
 def outside_the_commit(study: Study) -> dict[str, list[str]]:
     """Per `<sha>+dirty` commit label (pipelines.analysis.evidence.commits), the code files its runs' manifests record
     as modified or untracked there: what ran that the commit does not hold (a newcomer's own encoding, say)."""
@@ -273,8 +295,8 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
         page = template.render(
             **fixed,
             header=header_facts(study, summary, runs),
-            run_options=[{"label": r["label"], "domain": r["domain"]} for r in runs],
-            first_run=next((r["label"] for r in runs if r["ref"]), runs[0]["label"] if runs else ""),
+            run_groups=run_groups(runs),
+            first_run=first_run(study, runs),
             runs_data=_packed_json(runs),
         )
         size = len(page.encode())

@@ -126,6 +126,9 @@
             "evaluations, not their training logs."
         : ""
     );
+    // a run with nothing to set its examples against (the reference's own, one without per-example scores) says
+    // so instead of an empty chart
+    document.getElementById("run-examples").hidden = !run.ref;
     const stride = Math.ceil(run.total_examples / Math.max(run.examples.length, 1));
     const thinned = stride > 1 ? ` (one in ${stride} of its ${run.total_examples})` : "";
     setText("run-examples-note", run.ref ? `${examples.length} test examples scored by both runs${thinned}.` : run.note);
