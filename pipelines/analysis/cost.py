@@ -10,6 +10,10 @@
 - threads: the manifest's `machine.threads` (the torch threads the run used); 1 where a manifest predates that
   record. A run on a GPU counts GPU-hours (its seconds, one device) instead.
 
+These are the runs' own wall-clock seconds (what they held a core for), not CPU time: a run that shared its cores
+with other work (more processes than cores) records more seconds than it needed alone, so a study trained beside
+other work states an upper bound.
+
 A pair is decided when its verdict is `better`, `worse` or `equivalent`: each tells a reader something definite.
 """
 

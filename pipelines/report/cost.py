@@ -35,8 +35,9 @@ def cost_section(results: list[DomainResult]) -> list[str]:
         "",
         f"Process time of the finished runs compared, from their manifests and summaries: training (validation "
         f"passes included) and the scoring of every split, times the threads each run used ({unit}; a run whose "
-        "manifest predates the thread record counts as one thread). A pair is decided when its verdict is better, "
-        "worse or equivalent.",
+        "manifest predates the thread record counts as one thread). Wall-clock seconds, not CPU time: runs that "
+        "shared their cores with other work record more than they needed alone. A pair is decided when its verdict "
+        "is better, worse or equivalent.",
         "",
     ]
     rows = []
