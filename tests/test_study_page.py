@@ -515,3 +515,26 @@ def test_the_forest_marks_a_verdict_by_shape_as_well_as_colour(fabricated):
         shape, colour = points[0]["encoding"]["shape"], points[0]["encoding"]["color"]
         assert shape["field"] == colour["field"] == "verdict"
         assert dict(zip(shape["scale"]["domain"], shape["scale"]["range"], strict=True)) == VERDICT_SHAPES
+
+
+@needs_browser
+@pytest.mark.parametrize("folder", PUBLISHED, ids=[folder.name for folder in PUBLISHED])
+def test_no_chart_text_is_cut_on_a_phone(folder, chromium):
+    """At 390 px every chart's titles, axis titles and legend labels lie inside its box and none is cut short with an
+    ellipsis (issue 47: "c: Δ to rope10k", a legend ending "inco…")."""
+    page, log = open_page(chromium, folder / INDEX, width=390)
+    _assert_clean(log)
+    page.wait_for_function(
+        "Array.from(document.querySelectorAll('div.chart[data-chart]')).every(c => c.dataset.rendered === 'true')"
+    )
+    cut = page.evaluate(
+        """() => Array.from(document.querySelectorAll('div.chart[data-chart]')).flatMap(chart => {
+             const box = chart.getBoundingClientRect();
+             return Array.from(chart.querySelectorAll('svg text'))
+               .filter(t => t.getBoundingClientRect().width > 0)
+               .filter(t => { const r = t.getBoundingClientRect();
+                              return r.left < box.left - 1 || r.right > box.right + 1 || t.textContent.endsWith('…'); })
+               .map(t => [chart.id, t.textContent]);
+           })"""
+    )
+    assert cut == [], cut

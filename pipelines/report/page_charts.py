@@ -33,7 +33,8 @@ VERDICT_SHAPES = {  # shape as well as colour: a verdict is never told by colour
 
 
 # under the plot, in columns, so that the plot keeps the width of a phone's screen
-ENCODING_LEGEND = alt.Legend(title="encoding (click one to focus it)", orient="bottom", columns=4, symbolLimit=0)
+# three columns: four of the longest names (`nope_every4`) overflow a 390 px phone's chart
+ENCODING_LEGEND = alt.Legend(title="encoding (click one to focus it)", orient="bottom", columns=3, symbolLimit=0)
 
 
 class Colours:
@@ -77,7 +78,11 @@ def forest_spec(result: DomainResult, summary: dict) -> dict | None:
     scale = alt.Scale(type="symlog", constant=4 * region)
     unit = result.metric.unit
     way = "better →" if result.metric.higher_is_better else "← better"
-    axis_title = f"{way}   Δ {result.metric.short} vs {result.ref} ({unit}; symlog, linear within ±{4 * region:g})"
+    # two lines: one overflows a 390 px phone's chart
+    axis_title = [
+        f"{way}   Δ {result.metric.short} vs {result.ref}",
+        f"({unit}; symlog, linear within ±{4 * region:g})",
+    ]
     axis = alt.Axis(labelOverlap="greedy", labelSeparation=6, grid=False, tickCount=6, labelFlush=True)
     x = alt.X("delta:Q", scale=scale, title=axis_title, axis=axis)
     y = alt.Y("encoding:N", sort=order, title=None)
@@ -116,12 +121,12 @@ def forest_spec(result: DomainResult, summary: dict) -> dict | None:
             color=alt.Color(
                 "verdict:N",
                 scale=alt.Scale(domain=words, range=list(VERDICT_COLOURS.values())),
-                legend=alt.Legend(title="verdict", orient="bottom"),
+                legend=alt.Legend(title="verdict", orient="bottom", columns=3),
             ),
             shape=alt.Shape(
                 "verdict:N",
                 scale=alt.Scale(domain=words, range=[VERDICT_SHAPES[word] for word in words]),
-                legend=alt.Legend(title="verdict", orient="bottom"),
+                legend=alt.Legend(title="verdict", orient="bottom", columns=3),
             ),
             tooltip=tooltip,
         )
@@ -136,7 +141,7 @@ def forest_spec(result: DomainResult, summary: dict) -> dict | None:
 
 def _title(lines: list[str]) -> alt.TitleParams:
     """A chart's title, one line per item, left-aligned: it wraps where a long one-line title would be cut."""
-    return alt.TitleParams(lines, anchor="start", fontSize=12)
+    return alt.TitleParams(lines, anchor="start", frame="bounds", fontSize=12)  # from the chart's left edge
 
 
 def _yarn_param() -> alt.Parameter:
