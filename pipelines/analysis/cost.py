@@ -19,7 +19,7 @@ A pair is decided when its verdict is `better`, `worse` or `equivalent`: each te
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from pipelines.analysis.loading import LoadedRun
@@ -107,13 +107,10 @@ def runs_cost(runs: list[LoadedRun]) -> Cost:
 
 def combined(costs: list[Cost]) -> Cost:
     """The cost of several domains' runs together."""
-    core: dict[str, float] = defaultdict(float)
-    gpu: dict[str, float] = defaultdict(float)
+    core, gpu = Counter(), Counter()
     for cost in costs:
-        for encoding, seconds in cost.core_seconds.items():
-            core[encoding] += seconds
-        for encoding, seconds in cost.gpu_seconds.items():
-            gpu[encoding] += seconds
+        core.update(cost.core_seconds)
+        gpu.update(cost.gpu_seconds)
     untimed = tuple(label for cost in costs for label in cost.untimed)
     return Cost(dict(core), dict(gpu), sum(cost.runs for cost in costs), untimed)
 

@@ -135,15 +135,18 @@ def run_properties(run: LoadedRun) -> dict[str, str]:
     }
 
 
+def commit_label(git: dict) -> str:
+    """A manifest's `git` record as `<sha>` or `<sha>+dirty` (12 hex digits)."""
+    return (git.get("sha") or "unknown")[:12] + ("+dirty" if git.get("dirty") else "")
+
+
 def commits(runs: list[LoadedRun]) -> dict[str, list[str]]:
     """The code commits the finished runs were trained at (`<sha>` or `<sha>+dirty`) -> their labels: differing
     commits are reported, not refused (what they change is refused by check_comparable)."""
     held = defaultdict(list)
     for run in runs:
         if run.finished:
-            git = run.manifest.get("git") or {}
-            sha = (git.get("sha") or "unknown")[:12] + ("+dirty" if git.get("dirty") else "")
-            held[sha].append(run.label)
+            held[commit_label(run.manifest.get("git") or {})].append(run.label)
     return dict(held)
 
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from pipelines.analysis.design import Design, read_design
 from pipelines.inspection.recency import RecencyProfile
-from pipelines.runs.layout import FAILED, INSPECT, MANIFEST, RunFolder, RunKey, discover_runs, has_tasks
+from pipelines.runs.layout import FAILED, INSPECT, MANIFEST, KeyedRun, RunFolder, RunKey, discover_runs, has_tasks
 from pipelines.runs.metrics import (
     RunFileError,
     is_evaluated,
@@ -54,7 +54,7 @@ class IncomparableRunsError(EvidenceError):
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity: a run is a dict key of the analysis
-class LoadedRun:
+class LoadedRun(KeyedRun):
     """One run folder as loaded (see the module docstring); `path` is named in errors, never opened again."""
 
     key: RunKey
@@ -75,30 +75,6 @@ class LoadedRun:
     @property
     def failed(self) -> bool:
         return self.status == FAILED_STATUS
-
-    @property
-    def domain(self) -> str:
-        return self.key.domain
-
-    @property
-    def group(self) -> str:
-        return self.key.group
-
-    @property
-    def encoding(self) -> str:
-        return self.key.encoding
-
-    @property
-    def seed(self) -> int:
-        return self.key.seed
-
-    @property
-    def derived(self) -> bool:
-        return self.key.derived
-
-    @property
-    def label(self) -> str:
-        return self.key.label
 
     def file_error(self, path: Path, what: str) -> RunFileError:
         """The error for one of the run's files (what a check of the loaded content found wrong)."""

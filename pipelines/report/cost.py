@@ -25,9 +25,10 @@ def cost_phrase(result: DomainResult) -> str:
 def cost_section(results: list[DomainResult]) -> list[str]:
     """The study's `## What it cost`: per domain (runs, hours, decided pairs, hours per decided pair), then per
     encoding across the domains."""
-    costs = [result.cost for result in results if result.cost is not None and result.cost.runs]
-    if not costs:
+    domains = [result for result in results if result.cost is not None and result.cost.runs]
+    if not domains:
         return []
+    costs = [result.cost for result in domains]
     total = combined(costs)
     unit = total.unit
     lines = [
@@ -41,10 +42,8 @@ def cost_section(results: list[DomainResult]) -> list[str]:
         "",
     ]
     rows = []
-    for result in results:
+    for result in domains:
         cost = result.cost
-        if cost is None or not cost.runs:
-            continue
         per = cost.per_decided(result.decided)
         rows.append(
             [result.domain, str(cost.runs), hours(cost.hours), str(result.decided), "" if per is None else hours(per)]
@@ -53,7 +52,6 @@ def cost_section(results: list[DomainResult]) -> list[str]:
     per = total.per_decided(decided)
     rows.append(["all", str(total.runs), hours(total.hours), str(decided), "" if per is None else hours(per)])
     lines += markdown_table(["domain", "runs", unit, "decided pairs", f"{unit} per decided pair"], rows)
-    domains = [result for result in results if result.cost is not None and result.cost.runs]
     encodings = sorted({e for cost in costs for e in (*cost.core_seconds, *cost.gpu_seconds)},
                        key=lambda e: (-total.hours_of(e), e))  # fmt: skip
     lines += ["", f"Per encoding ({unit}; a YaRN evaluation counts under its rope encoding):", ""]

@@ -37,6 +37,7 @@ import altair as alt
 import jinja2
 import vl_convert
 
+from pipelines.analysis.evidence import commit_label
 from pipelines.analysis.study import Study
 from pipelines.report.answer import answer_text
 from pipelines.report.page_charts import Colours, forest_spec, position_specs, run_specs, variance_spec, window_specs
@@ -118,14 +119,13 @@ def run_groups(runs: list[dict]) -> list[dict]:
 def first_run(study: Study, runs: list[dict]) -> str:
     """The run the page opens on: the first domain's best-ranked encoding's first seed, set against the reference
     (its reference's own run where no other encoding has one), else the first run."""
-    by_label = {record["label"]: record for record in runs}
     for result in study.results:
         for encoding in [*[e for e in result.entries if e != result.ref], result.ref]:
             mine = [r for r in runs if r["domain"] == result.domain and r["encoding"] == encoding]
             chosen = next((r for r in mine if r["ref"]), mine[0] if mine else None)
             if chosen is not None:
                 return chosen["label"]
-    return next(iter(by_label), "")
+    return runs[0]["label"] if runs else ""
 
 
 def outside_the_commit(study: Study) -> dict[str, list[str]]:
@@ -135,8 +135,7 @@ def outside_the_commit(study: Study) -> dict[str, list[str]]:
     for run in study.runs:
         git = (run.manifest.get("git") or {}) if run.finished else {}
         if git.get("dirty"):
-            label = (git.get("sha") or "unknown")[:12] + "+dirty"
-            files.setdefault(label, set()).update(git.get("modified") or {}, git.get("untracked") or {})
+            files.setdefault(commit_label(git), set()).update(git.get("modified") or {}, git.get("untracked") or {})
     return {label: sorted(paths) for label, paths in files.items()}
 
 

@@ -104,25 +104,12 @@ def run_folder(cfg: DictConfig) -> Path:
     return RunKey.of_config(cfg).folder(cfg.runs_root)
 
 
-@dataclass(frozen=True)
-class RunFolder:
-    """A run folder found on disk. `files` holds what pipelines.runs.metrics has read of it (path -> the parsed
-    content), so that each of its files is opened once (the analysis reads a run once, into
-    pipelines.analysis.loading.LoadedRun; publishing and joining a study read its files again here)."""
+class KeyedRun:
+    """The parts of a run's `key`, read often enough by the analysis to be worth the shorthand (a run folder found on
+    disk, and the run as the analysis loaded it: pipelines.analysis.loading.LoadedRun)."""
 
     key: RunKey
-    path: Path
-    files: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
-    @property
-    def finished(self) -> bool:
-        return (self.path / DONE).is_file()
-
-    @property
-    def failed(self) -> bool:
-        return (self.path / FAILED).is_file()
-
-    # the key's parts, read often enough by the analysis to be worth the shorthand
     @property
     def domain(self) -> str:
         return self.key.domain
@@ -146,6 +133,25 @@ class RunFolder:
     @property
     def label(self) -> str:
         return self.key.label
+
+
+@dataclass(frozen=True)
+class RunFolder(KeyedRun):
+    """A run folder found on disk. `files` holds what pipelines.runs.metrics has read of it (path -> the parsed
+    content), so that each of its files is opened once (the analysis reads a run once, into
+    pipelines.analysis.loading.LoadedRun; publishing and joining a study read its files again here)."""
+
+    key: RunKey
+    path: Path
+    files: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    @property
+    def finished(self) -> bool:
+        return (self.path / DONE).is_file()
+
+    @property
+    def failed(self) -> bool:
+        return (self.path / FAILED).is_file()
 
 
 def _subdirs(path: Path) -> list[Path]:
