@@ -115,6 +115,7 @@ class DecoderLM(L.LightningModule):
         self._train_nll = torch.compile(token_nll) if compile else token_nll
         self._micro_step, self._micro = -1, 0  # the optimiser step the micro-batches are counted in, and which one
         self._step_totals: torch.Tensor | None = None  # accumulation: the step's global (NLL sum, count) so far
+        self.grad_norm: torch.Tensor | None = None  # the last step's gradient norm before clipping (the shared groups)
 
     # ---- training -----------------------------------------------------------------------------------
     def on_train_batch_start(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
@@ -187,7 +188,9 @@ class DecoderLM(L.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
-        """Groups with their own "clip_norm" are clipped on their own; the rest share `grad_clip`."""
+        """Groups with their own "clip_norm" are clipped on their own; the rest share `grad_clip`. The shared
+        groups' norm before clipping is kept in `grad_norm` for the training log (the clipping computes it anyway;
+        with clipping off it is measured without touching the gradients)."""
         shared = []
         for group in optimizer.param_groups:
             if group.get("clip_norm"):
@@ -195,7 +198,9 @@ class DecoderLM(L.LightningModule):
             else:
                 shared.extend(group["params"])
         if self.optim_cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(shared, self.optim_cfg.grad_clip)
+            self.grad_norm = torch.nn.utils.clip_grad_norm_(shared, self.optim_cfg.grad_clip)
+        else:
+            self.grad_norm = torch.nn.utils.get_total_norm([p.grad for p in shared if p.grad is not None])
 
 
 @dataclass

@@ -8,6 +8,7 @@ import json
 import re
 
 import pytest
+import torch
 
 from pipelines.experiment.config import compose_config, config_options
 from pipelines.experiment.loggers import LOGGERS, ContinuedCSVLogger, TrainMetrics, check_logger, wandb_id
@@ -91,12 +92,25 @@ def test_the_csv_of_a_resumed_run_keeps_its_rows_before_the_restored_step(tmp_pa
 
 
 @pytest.mark.slow
-def test_the_csv_holds_each_step_once_with_its_loss_and_lr_the_validation_losses_and_tokens_per_s(tmp_path):
+def test_the_csv_holds_each_step_once_with_its_loss_lr_and_grad_norm_the_validation_losses_and_tokens_per_s(
+    tmp_path, monkeypatch
+):
+    clip, measured = torch.nn.utils.clip_grad_norm_, []
+
+    def recording_clip(parameters, max_norm, *args, **kwargs):  # what the clipping itself measured, step by step
+        norm = clip(parameters, max_norm, *args, **kwargs)
+        measured.append(float(norm))
+        return norm
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", recording_clip)
     folder = train_and_evaluate(config(tmp_path))
     rows = metric_rows(folder)
     training = [row for row in rows if row["train/loss"]]
     assert [int(row["step"]) for row in training] == list(range(8))
     assert all(float(row["lr"]) > 0 for row in training)
+    # the norm before clipping, as the clipping computed it (float32 printed in full)
+    assert [float(row["train/grad_norm"]) for row in training] == measured and len(measured) == 8
+    assert all(m > 0 for m in measured)
     assert [int(row["step"]) for row in rows if row["val/loss"]] == [2, 5]  # after steps 0-2 and 3-5
     assert all(float(row["val/loss"]) > 0 for row in rows if row["val/loss"])
     speeds = [float(row["train/tokens_per_s"]) for row in rows if row["train/tokens_per_s"]]

@@ -297,7 +297,7 @@ def test_a_study_with_an_infinite_tolerance_or_an_older_format_is_read_as_such(t
         publish_main(["--runs", str(tmp_path / "none"), "--domains", "jsb", "--out", str(study), "--with", str(study)])
         == 0
     )  # re-published in the current format: one file per encoding, the single file gone
-    assert json.loads((study / "study.json").read_text())["format"] == 3 and not (study / "per_example.csv.gz").exists()
+    assert json.loads((study / "study.json").read_text())["format"] == 4 and not (study / "per_example.csv.gz").exists()
     assert read_study(study).examples == current.examples
 
 
@@ -317,7 +317,7 @@ def _as_format_2(study):
     (study / "study.json").write_text(json.dumps(description))
 
 
-def test_a_format_3_study_lists_every_encoding_s_per_example_file(tmp_path):
+def test_a_study_of_the_current_format_lists_every_encoding_s_per_example_file(tmp_path):
     study = published(tmp_path)
     description = json.loads((study / "study.json").read_text())
     del description["files"][NOPE_EXAMPLES]

@@ -12,7 +12,7 @@ Per run folder (LoadedRun): its key and status (finished; failed, with its error
   positions       {split: per-position table} of every evaluated split that has one (position_table refuses the
                   absent one a statistic asks for)
   inspections     {split: recency profile} that `python -m pipelines.inspect` left (trained runs)
-  training_curves logs/metrics.csv's curves (None when the folder holds no log: a published run)
+  training_curves logs/metrics.csv's curves (None when the folder holds no log: a run published without one)
 Per domain (LoadedDomain): its runs and its design (settle.json), when make settle wrote one.
 """
 

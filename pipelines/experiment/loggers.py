@@ -1,5 +1,6 @@
-"""What a run logs while it trains, and where: each step's training loss and learning rate, the training tokens/s
-and the validation loss, through Lightning's loggers into <run>/logs/ (pipelines.runs.layout).
+"""What a run logs while it trains, and where: each step's training loss, learning rate and gradient norm before
+clipping, the training tokens/s and the validation loss, through Lightning's loggers into <run>/logs/
+(pipelines.runs.layout).
 
 logs/metrics.csv is always written: the sweep's live view reads its step column, and it needs no extra package.
 `logger=tensorboard` adds TensorBoard event files (logs/tensorboard/), `logger=wandb` an offline W&B run
@@ -36,10 +37,10 @@ LOGGERS = ("csv", "tensorboard", "wandb")  # configs/logger/; a logger's extra a
 
 
 class TrainMetrics(Callback):
-    """Logs each step's training loss and lr through the trainer's loggers, stops a diverged run, and measures
-    training tokens/s (forward, backward, step). The time and tokens are part of the checkpoint, so a resumed run
-    reports the figure over all of its training (Lightning's ThroughputMonitor keeps a window of recent steps and
-    nothing in the checkpoint, and would read the device every step).
+    """Logs each step's training loss, lr and pre-clip gradient norm through the trainer's loggers, stops a diverged
+    run, and measures training tokens/s (forward, backward, step). The time and tokens are part of the checkpoint,
+    so a resumed run reports the figure over all of its training (Lightning's ThroughputMonitor keeps a window of
+    recent steps and nothing in the checkpoint, and would read the device every step).
 
     The losses stay on the device and are read in batches, every FLUSH_EVERY steps and at every checkpoint step:
     reading each step's loss would wait for the GPU every step. A NaN or infinite loss in a batch stops the run
@@ -52,7 +53,8 @@ class TrainMetrics(Callback):
         self.ckpt_every = ckpt_every
         self.seconds = 0.0
         self.tokens = 0
-        self._pending: list[tuple[int, torch.Tensor, float]] = []  # (step, loss on the device, lr)
+        # (step, loss on the device, lr, the step's pre-clip gradient norm on the device or None)
+        self._pending: list[tuple[int, torch.Tensor, float, torch.Tensor | None]] = []
 
     def state_dict(self) -> dict[str, float]:
         return {"seconds": self.seconds, "tokens": self.tokens}
@@ -73,7 +75,8 @@ class TrainMetrics(Callback):
         step = trainer.global_step  # optimiser steps done
         if step == self._step:
             return  # a micro-batch the step accumulates: the step's loss comes with its last one
-        self._pending.append((step - 1, outputs["global_loss"].detach(), self._lr))
+        norm = getattr(module, "grad_norm", None)
+        self._pending.append((step - 1, outputs["global_loss"].detach(), self._lr, norm))
         if step % self.FLUSH_EVERY == 0 or step % self.ckpt_every == 0 or step >= trainer.max_steps:
             self.flush(trainer)
 
@@ -82,13 +85,19 @@ class TrainMetrics(Callback):
         CSV); NonFiniteLossError at the first step whose loss is not finite."""
         if not self._pending:
             return
-        steps = [step for step, _, _ in self._pending]
-        losses = torch.stack([loss for _, loss, _ in self._pending]).float().cpu()  # one wait for the device
-        rates = [lr for _, _, lr in self._pending]
+        steps = [step for step, *_ in self._pending]
+        losses = torch.stack([loss for _, loss, *_ in self._pending]).float().cpu()  # one wait for the device
+        rates = [lr for _, _, lr, _ in self._pending]
+        measured = [norm for *_, norm in self._pending if norm is not None]
+        values = iter(torch.stack(measured).float().cpu().tolist() if measured else [])  # one more wait, not one a step
+        norms = [None if norm is None else next(values) for *_, norm in self._pending]
         self._pending = []
         bad = first_nonfinite(losses)
         good = len(steps) if bad is None else bad  # the rows before the first bad step
         rows = {steps[i]: {"train/loss": losses[i].item(), "lr": rates[i]} for i in range(good)}
+        for i in range(good):
+            if norms[i] is not None:
+                rows[steps[i]]["train/grad_norm"] = norms[i]
         if rows and self.tokens_per_s:
             rows[steps[good - 1]]["train/tokens_per_s"] = self.tokens_per_s
         for logger in trainer.loggers:  # loggers write on the first process only

@@ -41,6 +41,7 @@ from pipelines.runs.published_format import (
     sha256,
 )
 from pipelines.runs.published_read import collector_paused, parse_study
+from pipelines.runs.published_training import TRAINING, TRAINING_HEADER, training_file, training_rows
 from pipelines.runs.settings import fixed_properties, without
 
 
@@ -87,6 +88,7 @@ def collect_study(runs_root: Path, domains: list[str], tolerance: float = TOLERA
     records, fixed, domain_runs, settles = {}, {}, {}, {}
     examples: dict[str, list[list[str]]] = {}  # encoding -> its runs' rows
     positions: dict[str, list[list[str]]] = {}
+    logs: dict[str, list[list[str]]] = {}
     published_from = str(Path(runs_root).resolve())
     for domain in domains:
         runs = sorted((r for r in discover_runs(runs_root, domain) if r.finished), key=lambda r: r.label)
@@ -110,7 +112,9 @@ def collect_study(runs_root: Path, domains: list[str], tolerance: float = TOLERA
             positions.setdefault(run.key.encoding, []).extend(
                 [run.label, split, *row] for split, row_list in metric_rows(run, "per_position") for row in row_list
             )
-            if not run.derived:
+            if not run.derived:  # a YaRN entry evaluates its trained run: it has no training of its own
+                if log := training_rows(run):
+                    logs.setdefault(run.key.encoding, []).extend([run.label, *row] for row in log)
                 group = run.key.group_label
                 properties = fixed_properties(manifest)
                 if group in fixed and fixed[group] != properties:
@@ -131,6 +135,7 @@ def collect_study(runs_root: Path, domains: list[str], tolerance: float = TOLERA
             f"{PER_POSITION}/{name}.csv.gz": _gzip_bytes(csv_text(POSITION_HEADER, rows))
             for name, rows in positions.items()
         },
+        **{training_file(name): _gzip_bytes(csv_text(TRAINING_HEADER, rows)) for name, rows in logs.items()},
         **settles,
     }
     study = {
@@ -156,7 +161,7 @@ def write_study(export: StudyExport, out: Path) -> None:
 
 
 # What a study's evidence owns in its folder (an older format's per-example file too: re-publishing removes it)
-EVIDENCE_FILES = (RUNS, PER_EXAMPLE, PER_EXAMPLE_FILE, PER_POSITION, SETTLE_DIR, STUDY)
+EVIDENCE_FILES = (RUNS, PER_EXAMPLE, PER_EXAMPLE_FILE, PER_POSITION, TRAINING, SETTLE_DIR, STUDY)
 
 
 def render_evidence(export: StudyExport, folder: Path) -> list[str]:

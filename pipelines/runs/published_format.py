@@ -14,6 +14,8 @@ one pipelines.runs.published_join.
                            run, split, example, nll, tokens, correct, exact     (every evaluation split)
     per_position/<encoding>.csv.gz
                            run, split, position, nll_sum, tokens
+    training/<encoding>.csv.gz
+                           run, step, train_loss, val_loss, lr, grad_norm   (the runs' training logs, where kept)
     settle/<domain>.json   the make-settle design and looks of a domain, when it has one
 
 One file per encoding: each stays small however many seeds, tasks and encodings the study grows to (a repository
@@ -45,8 +47,11 @@ PER_EXAMPLE_FILE = "per_example.csv.gz"  # formats 1 and 2: every run's per-exam
 PER_POSITION = "per_position"  # a folder: <encoding>.csv.gz
 SETTLE_DIR = "settle"
 FILES = "files"  # study.json's {file: sha256} of every other file of the study
-FORMAT = 3  # 2: the per-example rows in one file (PER_EXAMPLE_FILE); 1: that, and no `files` (read with a warning)
-READABLE_FORMATS = (1, 2, FORMAT)
+# 4: the runs' training logs too (pipelines.runs.published_training); 3: one per-example file per encoding; 2: the
+# per-example rows in one file (PER_EXAMPLE_FILE); 1: that, and no `files` (read with a warning)
+FORMAT = 4
+READABLE_FORMATS = (1, 2, 3, FORMAT)
+PER_ENCODING_FORMATS = (3, FORMAT)  # the formats with one per-example file per encoding
 # Two copies of one run (a published one and a local one) agree when every per-example NLL differs by at most this
 # many nats. Measured (README, "Compare your encoding with the published study"): the same CPU and thread count
 # reproduce to about 2e-8; other thread counts reorder float sums and differ by up to about 1e-6.
@@ -140,6 +145,7 @@ class PublishedStudy:
     examples: dict[str, dict[str, list[list[str]]]]  # run -> split -> rows (example, nll, tokens, correct, exact)
     positions: dict[str, dict[str, list[list[str]]]]
     settles: dict[str, str] = field(default_factory=dict)  # domain -> the text of its settle record
+    training: dict[str, list[list[str]]] = field(default_factory=dict)  # run -> its training log's rows (format 4)
 
     @property
     def labels(self) -> list[str]:
@@ -166,7 +172,7 @@ class PublishedStudy:
 
 def examples_name(format_: Any, encoding: str) -> str:
     """The name, in a study of `format_`, of the file of an encoding's per-example rows."""
-    return example_file(encoding) if format_ == FORMAT else PER_EXAMPLE_FILE
+    return example_file(encoding) if format_ in PER_ENCODING_FORMATS else PER_EXAMPLE_FILE
 
 
 def record_key(record: dict) -> RunKey:

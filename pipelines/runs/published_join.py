@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from domains.atomic import write_json, write_text
-from pipelines.runs.layout import DONE, MANIFEST, METRICS, RunFolder, discover_runs
+from pipelines.runs.layout import DONE, MANIFEST, METRICS, TRAIN_METRICS, RunFolder, discover_runs
 from pipelines.runs.layout import SETTLE as SETTLE_FILE
 from pipelines.runs.metrics import SUMMARY, per_example_path, per_position_path, read_run_json, summary_path
 from pipelines.runs.published_format import (
@@ -38,6 +38,7 @@ from pipelines.runs.published_format import (
     metric_rows,
     settle_text,
 )
+from pipelines.runs.published_training import training_file, write_training_log
 from pipelines.runs.settings import differences, fixed_properties
 
 
@@ -53,6 +54,8 @@ def materialize(published: PublishedStudy, label: str, runs_root: Path) -> Path:
         write_text(per_example_path(folder, split), csv_text(EXAMPLE_HEADER[2:], rows))
     for split, rows in published.positions.get(label, {}).items():
         write_text(per_position_path(folder, split), csv_text(POSITION_HEADER[2:], rows))
+    if label in published.training:
+        write_training_log(folder, published.training[label])
     write_json(folder / DONE, {**record["done"], "published": str(published.folder), "published_run": label})
     return folder
 
@@ -266,6 +269,8 @@ def in_study_terms(text: str, scratch: Path) -> str:
             inside = path.relative_to(folder).as_posix()
             if inside in _RUN_FILES:
                 return f"{study / RUNS} ({_RUN_FILES[inside]} of {label})"
+            if inside == TRAIN_METRICS:
+                return f"{study / training_file(folder.parent.name)} ({label})"
             if kind := _METRICS_FILE.fullmatch(inside):
                 encoding = folder.parent.name
                 name = (

@@ -34,6 +34,7 @@ from pipelines.runs.published_format import (
     FILES,
     FORMAT,
     MAX_NLL,
+    PER_ENCODING_FORMATS,
     PER_EXAMPLE_FILE,
     PER_POSITION,
     POSITION_FILE_PATTERN,
@@ -53,6 +54,7 @@ from pipelines.runs.published_format import (
     settle_text,
     sha256,
 )
+from pipelines.runs.published_training import TRAINING_FILE_PATTERN, parse_training
 from pipelines.runs.settings import differences, fixed_properties
 
 
@@ -141,7 +143,7 @@ def parse_study(folder: Path, study: Any, read: Callable[[str], bytes]) -> Publi
         listed.update({f"{PER_POSITION}/{name}.csv.gz": None for name in sorted(_encodings(records))})
         settled = [f"{SETTLE_DIR}/{domain}.json" for domain in study["domains"]]
         listed.update({name: None for name in settled if (folder / name).is_file()})
-    if format_ == FORMAT:  # every encoding's per-example file listed: a run without rows is named by its file
+    if format_ in PER_ENCODING_FORMATS:  # every encoding's per-example file listed: a run without rows is named
         unlisted = [example_file(name) for name in sorted(_encodings(records)) if example_file(name) not in listed]
         if unlisted:
             raise StudyError(
@@ -150,7 +152,7 @@ def parse_study(folder: Path, study: Any, read: Callable[[str], bytes]) -> Publi
             )
     examples: dict[str, dict[str, list[list[str]]]] = {}
     positions: dict[str, dict[str, list[list[str]]]] = {}
-    settles = {}
+    settles, training = {}, {}
     for name in listed:
         if name == PER_EXAMPLE_FILE:
             examples.update(_rows(folder, name, load(name), records, "per_example", None))
@@ -160,7 +162,9 @@ def parse_study(folder: Path, study: Any, read: Callable[[str], bytes]) -> Publi
             positions.update(_rows(folder, name, load(name), records, "per_position", match[1]))
         elif match := SETTLE_FILE_PATTERN.fullmatch(name):
             settles[match[1]] = settle_text(folder / name, load(name))
-    published = PublishedStudy(folder, study, records, examples, positions, settles)
+        elif match := TRAINING_FILE_PATTERN.fullmatch(name):
+            training.update(parse_training(folder, name, load(name), records, match[1]))
+    published = PublishedStudy(folder, study, records, examples, positions, settles, training)
     _check_summaries(published)
     return published
 
@@ -175,16 +179,18 @@ def _listed_files(folder: Path, study: dict, legacy: bool) -> dict[str, str | No
         isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest) for digest in files.values()
     ):
         raise StudyError(f"{where}: `{FILES}` must map each file of the study to its sha256")
-    # format 2: the per-example rows in one file; format 3: one per encoding
-    examples_file = EXAMPLE_FILE_PATTERN.fullmatch if study["format"] == FORMAT else {PER_EXAMPLE_FILE}.__contains__
+    # format 2: the per-example rows in one file; formats 3 and 4: one per encoding; format 4: the training logs
+    per_encoding = study["format"] in PER_ENCODING_FORMATS
+    examples_file = EXAMPLE_FILE_PATTERN.fullmatch if per_encoding else {PER_EXAMPLE_FILE}.__contains__
+    logs = TRAINING_FILE_PATTERN.fullmatch if study["format"] == FORMAT else lambda name: None
     for name in files:
         settle = SETTLE_FILE_PATTERN.fullmatch(name)
-        if name == RUNS or examples_file(name) or POSITION_FILE_PATTERN.fullmatch(name):
+        if name == RUNS or examples_file(name) or POSITION_FILE_PATTERN.fullmatch(name) or logs(name):
             continue
         if settle and settle[1] in study["domains"]:
             continue
         raise StudyError(f"{where}: lists {name!r}, which is no file of a study of {', '.join(study['domains'])}")
-    for name in (RUNS,) if study["format"] == FORMAT else (RUNS, PER_EXAMPLE_FILE):
+    for name in (RUNS,) if per_encoding else (RUNS, PER_EXAMPLE_FILE):
         if name not in files:
             raise StudyError(f"{where}: `{FILES}` does not list {name}, which every study has")
     return dict(files)

@@ -15,7 +15,7 @@ CURVES = {"train/loss": "training", "val/loss": "validation"}  # logged column -
 
 def read_training_curves(run: RunFolder) -> dict[str, list[tuple[int, float]]] | None:
     """{curve name: [(step, loss), ...]} from the run's logs/metrics.csv, read once per RunFolder (run.files); None
-    when the run folder holds no training log (a published run: a study publishes its evaluations, not its logs).
+    when the run folder holds no training log (a run published before studies carried their logs, format 4).
     RunFileError naming the run when the file has no step column or a value that is not a number."""
     path = run.path / TRAIN_METRICS
     if path not in run.files:

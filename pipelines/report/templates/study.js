@@ -122,8 +122,8 @@
     setText(
       "run-train-note",
       run.train === null
-        ? "This run folder holds no training log (logs/metrics.csv): a published study carries its runs' " +
-            "evaluations, not their training logs."
+        ? "No training log was kept for this run: it was published before studies carried their runs' logs " +
+            "(format 4), or its folder held none."
         : ""
     );
     // a run with nothing to set its examples against (the reference's own, one without per-example scores) says
