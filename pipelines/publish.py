@@ -28,7 +28,7 @@ from pipelines.analysis.loading import EvidenceError
 from pipelines.analysis.study import Study, analyse_study
 from pipelines.experiment.config import domain_names
 from pipelines.report.files import publish
-from pipelines.report.study import render_study, study_report_files
+from pipelines.report.study import render_study, study_readme, study_report_files
 from pipelines.runs.metrics import RunFileError
 from pipelines.runs.published_export import EVIDENCE_FILES, StudyExport, collect_study, read_back, render_evidence
 from pipelines.runs.published_format import RUNS, STUDY, TOLERANCE, StudyError
@@ -61,9 +61,10 @@ def write_published(export: StudyExport, report: Study, out: Path) -> None:
     """Write the study's evidence and its report into `out` in one step, all or nothing, once the evidence reads
     back with every check (pipelines.runs.published_export.read_back)."""
     read_back(export, out)
+    readme = study_readme(out)
     publish(
         out,
-        lambda folder: [*render_evidence(export, folder), *render_study(report, folder)],
+        lambda folder: [*render_evidence(export, folder), *render_study(report, folder, readme)],
         owned=[*EVIDENCE_FILES, *study_report_files(out)],
     )
 

@@ -69,6 +69,7 @@ def browser() -> Iterator:
             headless=True,
             offline=True,
             viewport={"width": 1280, "height": 900},
+            has_touch=True,  # a tap as a phone makes it (page.tap), beside the mouse
         )
         try:
             yield context

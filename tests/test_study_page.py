@@ -39,7 +39,7 @@ needs_browser = pytest.mark.skipif(NO_BROWSER is not None, reason=f"no browser c
 # leaderboard column -> (summary.json field of the value, of the interval's ends)
 NUMBER_COLUMNS = {
     "score": ("score", "within_lo", "within_hi"),
-    "delta": ("delta", "delta_lo", "delta_hi"),
+    "delta": ("delta", "decision_lo", "decision_hi"),  # the interval the verdict rests on
     "p_holm": ("seed_p_holm", None, None),
     "p_tost": ("p_tost", None, None),
     "p_better": ("p_better", None, None),
@@ -141,8 +141,11 @@ def _check_leaderboard(page, summary: dict) -> None:
             assert _number(cell["value"]) == value, (row["domain"], row["encoding"], column)
             if lo is not None and isinstance(record[lo], float):
                 assert (_number(cell["lo"]), _number(cell["hi"])) == (record[lo], record[hi])
-                shown = [float(end) for end in cell["interval"].strip("[]").split(",")]
+                interval, _, level = cell["interval"].partition("] ")  # the decision interval says its level
+                shown = [float(end) for end in interval.strip("[]").split(",")]
                 assert shown == pytest.approx([record[lo], record[hi]], abs=_rounding(cell["text"]))
+                if column == "delta":
+                    assert level == f"{100 * record['decision_level']:.3g}%", cell["interval"]
             if isinstance(value, float) and column in ("score", "delta", "p_better"):
                 assert math.isclose(float(cell["text"]), value, abs_tol=_rounding(cell["text"]))
         assert _number(row["cells"]["region"]["value"]) == domain["equivalence_region"]
@@ -199,8 +202,8 @@ def test_the_fabricated_study_page_in_a_browser(fabricated, chromium):
     _assert_clean(log)
     charts = page.eval_on_selector_all("div.chart[data-chart]", "charts => charts.map(c => c.id)")
     # forest plots (jsb, maestro, synthetic), positions (3 test splits, maestro test_4x, 2 synthetic tasks test_2x),
-    # windows (maestro, 2 synthetic tasks), variance (3 domains), and the one-run view's two charts
-    assert len(charts) >= 14, charts
+    # windows (maestro: the one with two window lengths past L), variance (3 domains), and the one-run view's two
+    assert len(charts) >= 13, charts
     assert _charts_drawn(page) == []
     # every chart has a text alternative saying where its numbers are written out (a screen reader gets no chart)
     labels = page.eval_on_selector_all("div.chart[data-chart]", "cs => cs.map(c => [c.getAttribute('role'), "
@@ -274,6 +277,16 @@ def test_the_fabricated_study_page_in_a_browser(fabricated, chromium):
     page.uncheck("#show-yarn")
     page.wait_for_function(f"document.querySelectorAll('{lines}').length === {before - 1}")
     page.check("#show-yarn")
+    page.wait_for_function(f"document.querySelectorAll('{lines}').length === {before}")
+    # the curve picker: the charts draw the ticked encodings (each chart those it has); unticked, the reference's
+    # curve leaves the panel and its legend; "as first shown" brings it back
+    reference = summary["domains"]["maestro"]["reference"]
+    legend = f"#{panel} g.role-legend-label text"
+    assert reference in page.eval_on_selector_all(legend, "ts => ts.map(t => t.textContent)")
+    page.uncheck(f"#curve-picker input[value='{reference}']")
+    page.wait_for_function(f"document.querySelectorAll('{lines}').length === {before - 1}")
+    assert reference not in page.eval_on_selector_all(legend, "ts => ts.map(t => t.textContent)")
+    page.click("#curve-picker button[data-pick='default']")
     page.wait_for_function(f"document.querySelectorAll('{lines}').length === {before}")
 
     # looks: jsb's design, one column per look, the deciding look outlined
@@ -538,3 +551,94 @@ def test_no_chart_text_is_cut_on_a_phone(folder, chromium):
            })"""
     )
     assert cut == [], cut
+
+
+@pytest.mark.parametrize("folder", PUBLISHED, ids=[folder.name for folder in PUBLISHED])
+def test_a_drawn_interval_excludes_zero_exactly_when_the_verdict_is_better_or_worse(folder):
+    """Issue 47: the page drew a 95% interval excluding 0 beside `inconclusive`. The leaderboard's Δ and the forest
+    draw the decision interval: it excludes 0 exactly where the verdict is `better` or `worse`."""
+    page = (folder / INDEX).read_text()
+    cells = re.findall(
+        r'<tr data-domain="([^"]*)" data-encoding="([^"]*)">(.*?)</tr>', page.split('id="leaderboard-table"')[1], re.S
+    )
+    checked = 0
+    for domain, encoding, row in cells:
+        delta = re.search(r'data-key="delta" data-value="[^"]*"[^>]*?data-lo="([^"]+)" data-hi="([^"]+)"', row)
+        verdict = re.search(r'data-key="verdict" data-value="([^"]*)"', row)[1]
+        if delta is None:
+            continue
+        lo, hi = float(delta[1]), float(delta[2])
+        assert (lo > 0 or hi < 0) == (verdict in ("better", "worse")), (domain, encoding, verdict, lo, hi)
+        checked += 1
+    packed = re.search(r'id="charts-data">([^<]+)<', page)[1]
+    charts = json.loads(gzip.decompress(base64.b64decode(packed)))
+    for name, spec in charts.items():
+        if name.startswith("forest-"):
+            for point in spec["layer"][-1]["data"]["values"]:
+                excludes = point["lo"] > 0 or point["hi"] < 0
+                assert excludes == (point["verdict"] in ("better", "worse")), (name, point)
+                checked += 1
+    summary = json.loads((folder / "summary.json").read_text())
+    tested = [r for d in summary["domains"].values() for r in d["encodings"].values() if r["decision_lo"] is not None]
+    assert checked == 2 * len(tested)
+
+
+@needs_browser
+@pytest.mark.parametrize("folder", PUBLISHED, ids=[folder.name for folder in PUBLISHED])
+def test_a_tap_on_a_forest_point_shows_its_figures_on_a_phone(folder, chromium):
+    """Issue 47: on a phone a tap on a forest point opened nothing. Tapped at 390 px, a point writes its tooltip's
+    figures under its chart: the encoding, its Δ and its verdict as summary.json has them."""
+    page, log = open_page(chromium, folder / INDEX, width=390)
+    _assert_clean(log)
+    forest = page.query_selector("div.chart[data-chart^='forest-']")
+    if forest is None:
+        pytest.skip(f"{folder.name} has no forest plot (no pair tested yet)")
+    point = forest.query_selector("g.mark-symbol path")
+    point.scroll_into_view_if_needed()
+    box = point.bounding_box()
+    page.touchscreen.tap(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_selector("p.point-detail")
+    text = page.inner_text("p.point-detail")
+    encoding = re.match(r"encoding: (\S+);", text)[1]
+    summary = json.loads((folder / "summary.json").read_text())
+    domain = forest.evaluate("e => e.closest('figure').dataset.domain")
+    record = summary["domains"][domain]["encodings"][encoding]
+    shown = re.search(r"Δ: ([+-][0-9.]+)", text)[1]
+    assert abs(float(shown) - record["delta"]) <= 0.5 * 10 ** -len(shown.split(".")[1]) + 1e-12, (text, record["delta"])
+    assert "verdict: " in text and "interval from" in text, text
+
+
+def test_the_study_readme_opens_with_the_answer_and_keeps_what_was_written_by_hand(tmp_path):
+    """Issue 47: the answer block opens the study README too. A report writes it after the README's title and
+    rewrites only it on every later report; the hand-written rest is kept byte for byte."""
+    from pipelines.report.answer import ANSWER_BEGIN, ANSWER_END
+
+    lm_domain(tmp_path / "runs", "jsb", {"darope": X, "nope": X + 0.3})
+    out = tmp_path / "results"
+    out.mkdir()
+    body = "How this was produced.\n\n## What it cost\n\nSome core-hours.\n"
+    (out / "README.md").write_text(f"# A study\n\n{body}")
+    study(tmp_path / "runs", None, out)
+    summary = json.loads((out / "summary.json").read_text())
+    answers = [domain["answer"] for domain in summary["domains"].values()]
+    expected = (
+        f"# A study\n\n{ANSWER_BEGIN}\n\n## The answer\n\n" + "\n\n".join(answers) + f"\n\n{ANSWER_END}\n\n{body}"
+    )
+    assert (out / "README.md").read_text() == expected
+    assert answers[0] in (out / "summary.md").read_text()  # the same words as summary.md's
+    lm_domain(tmp_path / "runs", "jsb", {"hope": X + 0.1})  # a third encoding: the answer changes, in place
+    study(tmp_path / "runs", None, out)
+    again = (out / "README.md").read_text()
+    assert again.count(ANSWER_BEGIN) == 1 and again.endswith(f"{ANSWER_END}\n\n{body}") and again != expected
+    assert json.loads((out / "summary.json").read_text())["domains"]["jsb"]["answer"] in again
+
+
+@pytest.mark.parametrize("folder", PUBLISHED, ids=[folder.name for folder in PUBLISHED])
+def test_each_published_readme_opens_with_its_studys_answer(folder):
+    from pipelines.report.answer import ANSWER_BEGIN, ANSWER_END
+
+    readme = (folder / "README.md").read_text()
+    summary = json.loads((folder / "summary.json").read_text())
+    block = readme.split(ANSWER_BEGIN, 1)[1].split(ANSWER_END, 1)[0]
+    assert block.split("\n\n")[2:-1] == [domain["answer"] for domain in summary["domains"].values()]
+    assert readme.index(ANSWER_BEGIN) < readme.index("\n## ")  # the first section

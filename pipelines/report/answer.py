@@ -70,3 +70,20 @@ def answer_text(result: DomainResult) -> str:
     if spent:
         parts.append(spent)
     return "; ".join(parts) + "."
+
+
+# The study README's answer block: written between these lines by every report of the study (make publish, make
+# compare --out), from summary.json's answers, so that the README, summary.md and the page say the same
+ANSWER_BEGIN = "<!-- the answer: written from summary.json by make publish / make compare; an edit here is replaced -->"
+ANSWER_END = "<!-- end of the answer -->"
+
+
+def with_answer_block(readme: str, answers: list[str]) -> str:
+    """`readme` with its answer block replaced by `answers` (one paragraph each); a README without one gets it
+    after its title. The rest of the README, written by hand, is kept as it is."""
+    block = "\n\n".join([ANSWER_BEGIN, "## The answer", *answers, ANSWER_END])
+    if ANSWER_BEGIN in readme and ANSWER_END in readme.split(ANSWER_BEGIN, 1)[1]:
+        before, rest = readme.split(ANSWER_BEGIN, 1)
+        return before + block + rest.split(ANSWER_END, 1)[1]
+    title, newline, body = readme.partition("\n") if readme.startswith("# ") else ("", "", readme)
+    return f"{title}{newline}\n{block}\n\n{body.lstrip(chr(10))}" if title else f"{block}\n\n{body}"

@@ -39,8 +39,17 @@ import vl_convert
 
 from pipelines.analysis.evidence import commit_label
 from pipelines.analysis.study import Study
-from pipelines.report.answer import answer_text
-from pipelines.report.page_charts import Colours, forest_spec, position_specs, run_specs, variance_spec, window_specs
+from pipelines.report.page_charts import (
+    SHOWN_BY_DEFAULT,
+    Colours,
+    forest_spec,
+    position_specs,
+    run_specs,
+    shown_by_default,
+    variance_spec,
+    window_specs,
+)
+from pipelines.report.page_detail import extrapolation_tables, friedman_tables, seed_tables, task_tables
 from pipelines.report.page_runs import RUN_DETAIL_LEVELS, run_records
 from pipelines.report.page_tables import (
     MEAN_RANK_COLUMNS,
@@ -250,10 +259,14 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
 
     for result in study.results:
         add("forest", result.domain, result.domain, forest_spec(result, summary))
-    for panel in position_specs(study, colours):
+    shown = shown_by_default(summary)
+    curves = position_specs(study, colours, shown)
+    windows = window_specs(study, summary, colours, shown)
+    for panel in curves:
         add("positions", panel["domain"], panel["title"], panel["spec"])
-    for panel in window_specs(study, summary, colours):
+    for panel in windows:
         add("windows", panel["domain"], panel["title"], panel["spec"])
+    charted = {name for panel in curves + windows for name in panel["encodings"]}
     variance = variance_tables(study, summary)
     for table in variance:
         table["chart"] = add("variance", table["domain"], table["domain"], table["chart"])
@@ -274,7 +287,7 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
     fixed = dict(  # what does not depend on the detail per run: computed once, whatever the level
         links=links,
         domains=[result.domain for result in study.results],
-        answers=[{"domain": result.domain, "text": answer_text(result)} for result in study.results],
+        answers=[{"domain": d, "text": summary["domains"][d]["answer"]} for d in (r.domain for r in study.results)],
         leaderboard_columns=leaderboard_columns(study),
         leaderboard=leaderboard_rows(study, summary),
         mean_rank_columns=MEAN_RANK_COLUMNS,
@@ -282,8 +295,16 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
         not_ranked=summary["not_ranked"],
         sections=sections,
         looks=looks_tables(study, summary),
+        seed_tables=seed_tables(summary),
+        extrapolation_tables=extrapolation_tables(summary),
+        tasks=task_tables(summary),
+        friedman=friedman_tables(summary),
         variance=variance,
         has_yarn=has_yarn,
+        shown_count=SHOWN_BY_DEFAULT,
+        curve_picker=[
+            {"name": name, "colour": colours.hex[name], "shown": name in shown} for name in names if name in charted
+        ],
         charts_data=_packed_json(charts),
         style=(TEMPLATES / "study.css").read_text(),
         script=(TEMPLATES / "study.js").read_text(),

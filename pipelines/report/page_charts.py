@@ -35,6 +35,37 @@ VERDICT_SHAPES = {  # shape as well as colour: a verdict is never told by colour
 # under the plot, in columns, so that the plot keeps the width of a phone's screen
 # three columns: four of the longest names (`nope_every4`) overflow a 390 px phone's chart
 ENCODING_LEGEND = alt.Legend(title="encoding (click one to focus it)", orient="bottom", columns=3, symbolLimit=0)
+# An extrapolation chart draws the encodings of its `shown` parameter (the page's curve picker sets it) and lists only
+# those: 13-27 curves on one chart are no reading, and a palette of 20 repeats its colours
+CURVE_LEGEND = alt.Legend(
+    title="encoding (click one to focus it)", orient="bottom", columns=3, symbolLimit=0, values=alt.ExprRef("shown")
+)
+SMALL_HEIGHT = 160  # the extrapolation charts are small multiples, three to a row on a laptop (study.css .grid.small)
+SHOWN_BY_DEFAULT = 3  # besides the reference: the encodings best past L, by their mean rank over the charts
+
+
+def shown_by_default(summary: dict) -> list[str]:
+    """The encodings the extrapolation charts draw until the reader picks others: per domain, its reference and the
+    SHOWN_BY_DEFAULT encodings with the best mean rank by NLL past L over its (group, split) tables; each chart
+    draws those of them it has."""
+    shown: list[str] = []
+    for name, domain in summary["domains"].items():
+        groups: dict[tuple, list[dict]] = {}
+        for row in summary["extrapolation"]:
+            if row["domain"] == name and row["status"] == "ok" and isinstance(row["nll_past"], int | float):
+                groups.setdefault((row["group"], row["split"]), []).append(row)
+        ranks: dict[str, list[int]] = {}
+        for rows in groups.values():
+            for rank, row in enumerate(sorted(rows, key=lambda r: r["nll_past"]), start=1):
+                ranks.setdefault(row["encoding"], []).append(rank)
+        ref = domain["reference"]
+        best = sorted((e for e in ranks if e != ref), key=lambda e: (sum(ranks[e]) / len(ranks[e]), e))
+        shown += [e for e in [ref, *best[:SHOWN_BY_DEFAULT]] if e and e not in shown]
+    return shown
+
+
+def _shown_param(shown: list[str]) -> alt.Parameter:
+    return alt.param(name="shown", value=shown)
 
 
 class Colours:
@@ -148,7 +179,7 @@ def _yarn_param() -> alt.Parameter:
     return alt.param(name="show_yarn", value=True)  # the page's "YaRN rows" checkbox sets it in every view
 
 
-def position_specs(study: Study, colours: Colours) -> list[dict]:
+def position_specs(study: Study, colours: Colours, shown: list[str]) -> list[dict]:
     """NLL by position, one panel per domain's test split and per (group, split) scored past the training length:
     the curves the PNG figures draw (binned_curve), seeds pooled; YaRN rows togglable, encodings by the legend."""
     panels = []
@@ -171,14 +202,24 @@ def position_specs(study: Study, colours: Colours) -> list[dict]:
             x, y = binned_curve(*by_position)
             derived = is_derived(encoding)
             values += [
-                {"encoding": encoding, "position": float(p), "nll": float(v), "yarn": derived}
+                {"encoding": encoding, "position": _shown(p), "nll": _shown(v), "yarn": derived}
                 for p, v in zip(x, y, strict=True)
             ]
-        specs.append({"domain": domain, "title": title, "spec": _curve_chart(values, title, context, colours)})
+        spec = _curve_chart(values, title, context, colours, shown)
+        specs.append({"domain": domain, "title": title, "spec": spec, "encodings": {v["encoding"] for v in values}})
     return specs
 
 
-def _curve_chart(values: list[dict], title: list[str], context: int | None, colours: Colours) -> dict:
+CURVE_DIGITS = 5  # significant digits of a drawn curve's point: its tooltip shows 4 decimals of an NLL below 10
+
+
+def _shown(value) -> float:
+    """A curve's value as the chart needs it (CURVE_DIGITS significant digits): full float digits would make the
+    curves the largest part of the page; the exact values are in the study's per-position files."""
+    return float(f"{float(value):.{CURVE_DIGITS}g}")
+
+
+def _curve_chart(values: list[dict], title: list[str], context: int | None, colours: Colours, shown: list[str]) -> dict:
     legend = alt.selection_point(fields=["encoding"], bind="legend")
     line = (
         alt.Chart(alt.Data(values=values))
@@ -186,7 +227,7 @@ def _curve_chart(values: list[dict], title: list[str], context: int | None, colo
         .encode(
             x=alt.X("position:Q", title="position"),
             y=alt.Y("nll:Q", title="mean NLL (nats)", scale=alt.Scale(zero=False)),
-            color=alt.Color("encoding:N", scale=colours.scale(values), legend=ENCODING_LEGEND),
+            color=alt.Color("encoding:N", scale=colours.scale(values), legend=CURVE_LEGEND),
             strokeDash=alt.condition("datum.yarn", alt.value([4, 3]), alt.value([1, 0])),
             opacity=alt.condition(legend, alt.value(1.0), alt.value(0.12)),
             tooltip=[
@@ -197,6 +238,7 @@ def _curve_chart(values: list[dict], title: list[str], context: int | None, colo
         )
         .add_params(legend, _yarn_param())
         .transform_filter("show_yarn || !datum.yarn")
+        .transform_filter("indexof(shown, datum.encoding) >= 0")
     )
     layers = [line]
     if context is not None:
@@ -205,10 +247,17 @@ def _curve_chart(values: list[dict], title: list[str], context: int | None, colo
             .mark_rule(color="#57606a", strokeDash=[2, 2])
             .encode(x="L:Q", tooltip=[alt.Tooltip("L:Q", title="training length L")])
         )
-    return alt.layer(*layers).properties(width="container", height=260, title=_title(title)).to_dict()
+    chart = alt.layer(*layers).add_params(_shown_param(_drawn(shown, values)))
+    return chart.properties(width="container", height=SMALL_HEIGHT, title=_title(title)).to_dict()
 
 
-def window_specs(study: Study, summary: dict, colours: Colours) -> list[dict]:
+def _drawn(shown: list[str], values: list[dict]) -> list[str]:
+    """Of `shown`, the encodings a chart has values of (its legend lists no encoding it cannot draw)."""
+    present = {value["encoding"] for value in values}
+    return [name for name in shown if name in present]
+
+
+def window_specs(study: Study, summary: dict, colours: Colours, shown: list[str]) -> list[dict]:
     """NLL past the training length by window length (as a multiple of L), per domain and group: summary.json's
     extrapolation rows (extrapolation.csv), with the seed-paired Δ past L on hover."""
     rows = [row for row in summary["extrapolation"] if row["status"] == "ok" and row["nll_past"] is not None]
@@ -239,10 +288,12 @@ def window_specs(study: Study, summary: dict, colours: Colours) -> list[dict]:
             where = result.domain if group == result.domain else f"{result.domain}/{group}"
             legend = alt.selection_point(fields=["encoding"], bind="legend")
             windows = [w for w in dict.fromkeys(v["window"] for v in sorted(values, key=lambda v: v["length"]))]
+            if len(windows) < 2:
+                continue  # one window past L draws no trend: its numbers are the extrapolation table's
             encode = {
                 "x": alt.X("window:O", sort=windows, title="window length (x L)"),
                 "y": alt.Y("nll_past:Q", title="NLL past L (nats)", scale=alt.Scale(zero=False)),
-                "color": alt.Color("encoding:N", scale=colours.scale(values), legend=ENCODING_LEGEND),
+                "color": alt.Color("encoding:N", scale=colours.scale(values), legend=CURVE_LEGEND),
                 "opacity": alt.condition(legend, alt.value(1.0), alt.value(0.12)),
             }
             tooltip = [
@@ -263,11 +314,15 @@ def window_specs(study: Study, summary: dict, colours: Colours) -> list[dict]:
                     base.mark_line(strokeWidth=1.2).encode(detail="encoding:N"),
                     base.mark_point(filled=True, size=60).encode(tooltip=tooltip),
                 )
-                .add_params(legend, _yarn_param())
+                .add_params(legend, _yarn_param(), _shown_param(_drawn(shown, values)))
                 .transform_filter("show_yarn || !datum.yarn")
-                .properties(width="container", height=240, title=_title([where, "NLL past L by window length"]))
+                .transform_filter("indexof(shown, datum.encoding) >= 0")
+                .properties(
+                    width="container", height=SMALL_HEIGHT, title=_title([where, "NLL past L by window length"])
+                )
             )
-            specs.append({"domain": result.domain, "title": where, "spec": chart.to_dict()})
+            drawn = {v["encoding"] for v in values}
+            specs.append({"domain": result.domain, "title": where, "spec": chart.to_dict(), "encodings": drawn})
     return specs
 
 

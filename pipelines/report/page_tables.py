@@ -50,16 +50,16 @@ def _attr(value) -> str:
     return json.dumps(value) if isinstance(value, int | float) else str(value)
 
 
-def _number(value, digits: int, signed: bool = False) -> str:
+def number_text(value, digits: int, signed: bool = False) -> str:
     if not isinstance(value, int | float) or isinstance(value, bool):
         return ""
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
-def _interval(lo, hi, digits: int, signed: bool = False) -> str:
+def interval_text(lo, hi, digits: int, signed: bool = False) -> str:
     if not isinstance(lo, int | float) or not isinstance(hi, int | float):
         return ""
-    return f"[{_number(lo, digits, signed)}, {_number(hi, digits, signed)}]"
+    return f"[{number_text(lo, digits, signed)}, {number_text(hi, digits, signed)}]"
 
 
 def p_cell(value) -> str:
@@ -109,36 +109,53 @@ def leaderboard_rows(study: Study, summary: dict) -> list[dict]:
                         "domain": Cell(result.domain, result.domain),
                         "encoding": Cell(encoding + (" (ref)" if is_ref else ""), encoding),
                         "score": Cell(
-                            _number(record["score"], digits),
+                            number_text(record["score"], digits),
                             record["score"],
                             record["within_lo"],
                             record["within_hi"],
                             title=f"{record['interval']} interval",
-                            sub=_interval(record["within_lo"], record["within_hi"], digits),
-                            order=_better_first(record["score"], higher),
+                            sub=interval_text(record["within_lo"], record["within_hi"], digits),
+                            order=better_first(record["score"], higher),
                         ),
                         "verdict": Cell(
                             word, verdict, title=label, css=f"verdict {verdict}", order=VERDICT_ORDER.get(verdict)
                         ),
                         "delta": Cell(
-                            _number(record["delta"], digits, signed=True),
+                            number_text(record["delta"], digits, signed=True),
                             record["delta"],
-                            record["delta_lo"],
-                            record["delta_hi"],
-                            title="95% t-interval over seeds, the test set fixed",
-                            sub=_interval(record["delta_lo"], record["delta_hi"], digits, signed=True),
-                            order=_better_first(record["delta"], higher),
+                            record.get("decision_lo"),
+                            record.get("decision_hi"),
+                            title=_t_interval_title(record, digits),
+                            sub=_decision_text(record, digits),
+                            order=better_first(record["delta"], higher),
                         ),
                         "region": Cell(f"±{region:g}", region),
                         "p_holm": Cell(p_cell(record["seed_p_holm"]), record["seed_p_holm"]),
                         "p_tost": Cell(p_cell(record["p_tost"]), record["p_tost"]),
-                        "p_better": Cell(_number(record["p_better"], 2), record["p_better"]),
+                        "p_better": Cell(number_text(record["p_better"], 2), record["p_better"]),
                         "seeds": Cell(str(record["seeds_used"]), _seed_count(record)),
-                        "rank": Cell(_number(record["rank"], 1).removesuffix(".0"), record["rank"]),
+                        "rank": Cell(number_text(record["rank"], 1).removesuffix(".0"), record["rank"]),
                     },
                 }
             )
     return rows
+
+
+def _decision_text(record: dict, digits: int) -> str:
+    """The decision interval, the one the verdict rests on, with its level: "[lo, hi] 99.9%"."""
+    text = interval_text(record.get("decision_lo"), record.get("decision_hi"), digits, signed=True)
+    level = record.get("decision_level")
+    return f"{text} {100 * level:.3g}%" if text and isinstance(level, float) else text
+
+
+def _t_interval_title(record: dict, digits: int) -> str:
+    t = interval_text(record["delta_lo"], record["delta_hi"], digits, signed=True)
+    return (
+        "the decision interval: the verdict's own (the look's alpha, Holm within the look; for a stopped or "
+        f"equivalent pair TOST's); the plain 95% t-interval over seeds is {t}"
+        if t
+        else ""
+    )
 
 
 # the verdict column sorts from what is best for the encoding to what is worst, not alphabetically
@@ -146,7 +163,7 @@ VERDICT_ORDER = {"better": 0, "reference": 1, "equivalent": 2, "inconclusive": 3
 SORTS_BETTER_FIRST = "; sorting puts the better first, in each domain's own direction, within each domain"
 
 
-def _better_first(value, higher_is_better: bool):
+def better_first(value, higher_is_better: bool):
     """The sort key that puts the better value first when ascending (a score or Δ of a higher-is-better metric
     negated); None for a missing value."""
     if not isinstance(value, int | float) or isinstance(value, bool):
@@ -181,7 +198,11 @@ LEADERBOARD_COLUMNS = [
         "verdict",
         "the seed-aware verdict against the domain's reference (summary.md's words); sorts from better to worse",
     ),
-    ("delta", "Δ vs ref [95% t]", "mean per-seed difference on the seeds both finished, its t-interval over seeds"),
+    (
+        "delta",
+        "Δ vs ref [decision interval]",
+        "mean per-seed difference on the seeds both finished, with the interval the verdict rests on (its level)",
+    ),
     ("region", "equiv.", "the region of practical equivalence TOST tests (±)"),
     ("p_holm", "p (Holm)", "the difference test's p, Holm-adjusted within the verdict's family"),
     ("p_tost", "p TOST", "two one-sided tests of |Δ| ≥ the region"),
@@ -200,10 +221,10 @@ def mean_rank_rows(summary: dict) -> list[dict]:
                 "encoding": encoding,
                 "cells": {
                     "encoding": Cell(encoding, encoding),
-                    "mean_rank": Cell(_number(record["mean"], 2), record["mean"]),
-                    "se": Cell(_number(record["se"], 2), record["se"]),
-                    "range": Cell(_interval(lo, hi, 2), lo, lo, hi),
-                    "p_rank_1": Cell(_number(record["p_rank_1"], 2), record["p_rank_1"]),
+                    "mean_rank": Cell(number_text(record["mean"], 2), record["mean"]),
+                    "se": Cell(number_text(record["se"], 2), record["se"]),
+                    "range": Cell(interval_text(lo, hi, 2), lo, lo, hi),
+                    "p_rank_1": Cell(number_text(record["p_rank_1"], 2), record["p_rank_1"]),
                     "domains": Cell(str(record["domains"]), record["domains"]),
                 },
             }

@@ -15,16 +15,18 @@ from pathlib import Path
 from domains.atomic import write_json, write_text
 from pipelines.analysis.paper import paper_nll
 from pipelines.analysis.results import DomainResult, Entry
-from pipelines.analysis.study import BlockTest, Study
-from pipelines.report.cost import cost_json
+from pipelines.analysis.study import Study
+from pipelines.report.answer import with_answer_block
 from pipelines.report.domain import render_domain_report, verdict_record
 from pipelines.report.files import jsonable, publish, write_csv
 from pipelines.report.html import INDEX, study_page
 from pipelines.report.study_figures import plot_cd, plot_figure3, plot_positions_study, plot_recency_study
+from pipelines.report.study_json import study_json
 from pipelines.report.study_markdown import cd_figure, study_markdown
 from pipelines.report.verdicts import marks
 
 FIGURE3 = "figure3.png"
+README = "README.md"  # written by hand; a report rewrites only its answer block (pipelines.report.answer)
 POSITIONS_FIGURE = "nll_by_position.png"
 EXTRAPOLATION_CSV = "extrapolation.csv"
 RECENCY_FIGURE = "recency.png"
@@ -83,10 +85,18 @@ PAGE_FIELDS += ("p_better_lo", "p_better_hi")
 
 
 def write_study_report(study: Study, out: Path) -> Path:
-    """Write the per-domain reports and the study files into `out`, all or nothing; return its summary.md."""
+    """Write the per-domain reports and the study files into `out`, all or nothing (the answer block of its
+    README.md too, where it has one); return its summary.md."""
     out = Path(out)
-    publish(out, lambda folder: render_study(study, folder), owned=study_report_files(out))
+    readme = study_readme(out)
+    publish(out, lambda folder: render_study(study, folder, readme), owned=study_report_files(out))
     return out / "summary.md"
+
+
+def study_readme(out: Path) -> str | None:
+    """The text of the study README in `out` (its answer block is rewritten with the report), None without one."""
+    path = Path(out) / README
+    return path.read_text() if path.is_file() else None
 
 
 def study_report_files(out: Path) -> list[str]:
@@ -95,8 +105,9 @@ def study_report_files(out: Path) -> list[str]:
     return [*STUDY_FILES, *(path.name for path in Path(out).glob("cd_*.png"))]
 
 
-def render_study(study: Study, folder: Path) -> list[str]:
-    """Write the per-domain reports (one folder each) and the study files into `folder`; return their names."""
+def render_study(study: Study, folder: Path, readme: str | None = None) -> list[str]:
+    """Write the per-domain reports (one folder each) and the study files into `folder`, and the study README's text
+    `readme` with its answer block from summary.json where it is given; return their names."""
     for result in study.results:
         (folder / result.domain).mkdir()
         render_domain_report(result, folder / result.domain)
@@ -120,7 +131,7 @@ def render_study(study: Study, folder: Path) -> list[str]:
     if extrapolation:
         write_csv(folder / EXTRAPOLATION_CSV, list(extrapolation[0]), [list(row.values()) for row in extrapolation])
         written.append(EXTRAPOLATION_CSV)
-    summary = jsonable(_study_json(study, records, extrapolation))
+    summary = jsonable(study_json(study, records, extrapolation))
     write_json(folder / "summary.json", summary)
     figures = [name for name in written if name.endswith(".png")]
     write_text(folder / "summary.md", study_markdown(study, figures, extrapolation))
@@ -128,6 +139,10 @@ def render_study(study: Study, folder: Path) -> list[str]:
     links = {"summary.md": "summary.md", "summary.csv": "summary.csv", "summary.json": "summary.json"}
     links.update({f"{domain}/summary.md": f"{domain}/summary.md" for domain in study.domains})
     write_text(folder / INDEX, study_page(study, summary, links))
+    if readme is not None:
+        answers = [summary["domains"][result.domain]["answer"] for result in study.results]
+        write_text(folder / README, with_answer_block(readme, answers))
+        written.append(README)
     return [*study.domains, "summary.md", "summary.csv", "summary.json", INDEX, *written]
 
 
@@ -252,108 +267,3 @@ def _csv_row(record: dict) -> list:
         else record[column]
         for column in STUDY_CSV_HEADER
     ]
-
-
-def _friedman_json(outcome: BlockTest | str) -> dict:
-    if isinstance(outcome, str):
-        return {"not_run": outcome}
-    result = outcome.result
-    return {
-        "blocks": outcome.blocks,
-        "encodings": outcome.encodings,
-        "mean_ranks": dict(zip(outcome.encodings, result.mean_ranks.tolist(), strict=True)),
-        "chi2": result.chi2,
-        "p": result.p,
-        "iman_davenport_f": result.f,
-        "p_f": result.p_f,
-        "alpha": result.alpha,
-        "cd": result.cd,
-        "not_separated": outcome.not_separated(),
-        "left_out": outcome.left_out,
-        "at_chance": outcome.at_chance,
-    }
-
-
-def _verdicts_json(result: DomainResult) -> dict:
-    """The domain's seed-aware statistics beyond its table: the design and its looks, every pair, the variance
-    components."""
-    verdicts = result.verdicts
-    if verdicts is None:
-        return {}
-    family = verdicts.family
-    return {
-        "verdict_design": None
-        if family is None
-        else (
-            family.design.to_json()
-            if family.design.sequential
-            else {"fixed_sample": True, "alpha": family.design.alpha}
-        ),
-        "looks": [] if family is None else [look.to_json() for look in family.looks],
-        "next_runs": [f"{name}/seed{seed}" for name, seed in verdicts.next_runs],
-        "joined_looks": [look.to_json() for look in verdicts.joined.looks] if verdicts.joined else [],
-        "pairs": [
-            {
-                "a": pair.a,
-                "b": pair.b,
-                "seeds_a": list(pair.seeds_a),
-                "seeds_b": list(pair.seeds_b),
-                "paired": pair.paired,
-                "delta": pair.delta,
-                "ci": [pair.ci_lo, pair.ci_hi],
-                "p_a_better": pair.poi,
-                "p": pair.p,
-                "p_holm": pair.p_holm,
-                "p_tost": pair.p_tost,
-                "verdict": pair.verdict,
-            }
-            for pair in verdicts.pairs
-        ],
-        "variance_components": verdicts.variance,
-    }
-
-
-def _study_json(study: Study, records: list[dict], extrapolation: list[dict]) -> dict:
-    return {
-        "runs": str(study.runs_root),
-        "reference": study.ref,
-        "domains": {
-            result.domain: {
-                "metric": result.metric.name,
-                "lower_is_better": not result.metric.higher_is_better,
-                "equivalence_region": result.metric.equivalence,
-                "preset": result.preset,
-                "interval": result.interval,
-                "seeds": {"used": result.seeds.used, "expected": result.seeds.expected},
-                "reference": result.ref,
-                "reference_rule": result.verdicts.ref_note if result.verdicts else "",
-                "incomplete": result.incomplete,
-                "encodings": {r["encoding"]: r for r in records if r["domain"] == result.domain},
-                **_verdicts_json(result),
-            }
-            for result in study.results
-        },
-        "mean_rank": {
-            encoding: {
-                "mean": mean,
-                "se": se,
-                "domains": len(study.results),
-                "ci_over_seeds": list(study.rank_interval.get(encoding, (math.nan, math.nan, math.nan))[:2]),
-                "p_rank_1": study.rank_interval.get(encoding, (math.nan,) * 3)[2],
-            }
-            for encoding, (mean, se) in study.mean_rank.items()
-        },
-        "not_ranked": {encoding: {"rank_in": ranks} for encoding, ranks in study.partial_ranks.items()},
-        "mean_rank_nll_domains": None
-        if study.per_example_mean_rank is None
-        else {encoding: {"mean": mean, "se": se} for encoding, (mean, se) in study.per_example_mean_rank.items()},
-        "friedman": {name: _friedman_json(outcome) for name, outcome in study.friedman.items()},
-        "extrapolation": extrapolation,
-        "attention_by_distance": {
-            "far_mass": study.recency.far_mass(),
-            "not_inspected": study.recency.not_inspected,
-        },
-        "cost": cost_json(study.results),
-        "missing_runs": study.missing,
-        "domains_without_finished_runs": list(study.unfinished_domains),
-    }

@@ -79,9 +79,23 @@
 
   // -------------------------------------------------------------------------------------------- charts
 
+  // a click or a tap on a mark writes its tooltip's figures under the chart: a phone has no hover
+  function showPoint(element, item) {
+    if (!item || !item.tooltip || typeof item.tooltip !== "object") return;
+    let detail = element.nextElementSibling;
+    if (!detail || !detail.classList.contains("point-detail")) {
+      detail = document.createElement("p");
+      detail.className = "point-detail";
+      detail.setAttribute("aria-live", "polite");
+      element.after(detail);
+    }
+    detail.textContent = Object.entries(item.tooltip).map(([name, value]) => `${name}: ${value}`).join("; ");
+  }
+
   const embedded = Array.from(document.querySelectorAll("div.chart[data-chart]")).map((element) =>
     vegaEmbed(element, charts[element.dataset.chart], { actions: false, renderer: "svg" }).then((result) => {
       views[element.dataset.chart] = result.view;
+      result.view.addEventListener("click", (event, item) => showPoint(element, item));
       element.dataset.rendered = "true";
     })
   );
@@ -94,6 +108,38 @@
         if (view) view.signal("show_yarn", yarn.checked).runAsync();
       });
     });
+  }
+
+  // the extrapolation charts draw the encodings ticked in the curve picker (each chart those of them it has)
+  const curvePicker = document.getElementById("curve-picker");
+  if (curvePicker) {
+    const boxes = Array.from(curvePicker.querySelectorAll("input[type=checkbox]"));
+    const firstShown = boxes.filter((box) => box.checked).map((box) => box.value);
+    const drawCurves = () => {
+      const picked = boxes.filter((box) => box.checked).map((box) => box.value);
+      document.querySelectorAll("div.chart[data-curves]").forEach((element) => {
+        const view = views[element.dataset.chart];
+        if (!view) return;
+        const present = new Set(chartEncodings(element));
+        view.signal("shown", picked.filter((name) => present.has(name))).runAsync();
+      });
+    };
+    boxes.forEach((box) => box.addEventListener("change", drawCurves));
+    curvePicker.querySelectorAll("button[data-pick]").forEach((button) => {
+      button.addEventListener("click", () => {
+        boxes.forEach((box) => {
+          box.checked = button.dataset.pick === "all" || firstShown.includes(box.value);
+        });
+        drawCurves();
+      });
+    });
+  }
+
+  function chartEncodings(element) {
+    // the encodings a chart has values of: its colour scale's domain (page_charts.Colours.scale)
+    const spec = charts[element.dataset.chart];
+    const layers = spec.layer || [spec];
+    return layers.flatMap((layer) => ((layer.encoding || {}).color || {}).scale?.domain || []);
   }
 
   // ------------------------------------------------------------------------------------------- one run
