@@ -131,3 +131,23 @@ def test_a_format_3_study_lists_no_training_file_and_reads_without_logs(tmp_path
     description["files"] = {name: digest for name, digest in description["files"].items() if "training/" not in name}
     (study / "study.json").write_text(json.dumps(description))
     assert read_study(study).training == {}
+
+
+def test_a_local_run_that_reproduces_a_published_one_brings_the_log_it_was_published_without(tmp_path):
+    """A study published before format 4 holds no training log; republished with the local runs that reproduce it
+    (make publish --runs runs WITH=<study>), it carries their logs (a run that disagrees is refused, as before)."""
+    runs = _runs_with_logs(tmp_path / "runs")
+    logs = {label: (runs / "jsb" / label / TRAIN_METRICS) for label in ("darope/seed0", "nope/seed2")}
+    kept = {label: path.read_text() for label, path in logs.items()}
+    for path in logs.values():
+        path.unlink()
+    study = tmp_path / "study"
+    export_study(runs, ["jsb"], study)
+    assert read_study(study).training == {}  # published without logs
+    for label, path in logs.items():
+        path.write_text(kept[label])
+    command = ["--runs", str(runs), "--domains", "jsb", "--with", str(study), "--out", str(study)]
+    assert publish_main(command) == 0
+    grown = read_study(study)
+    assert sorted(grown.training) == ["jsb/darope/seed0", "jsb/nope/seed2"]
+    assert grown.training["jsb/nope/seed2"][1] == ["1", "4.125", "4.0625", "0.002", "2.5"]

@@ -210,6 +210,10 @@ def join(studies: list[PublishedStudy], local_root: Path, merged: Path, domains:
                     notes.append(
                         f"{run.label}: the local run reproduces the published one within {published.tolerance:g} nats"
                     )
+                    log = run.path / TRAIN_METRICS
+                    if run.label not in published.training and log.is_file():
+                        # published without its log (before format 4): the reproducing run's own log joins it
+                        write_text(run.key.folder(merged) / TRAIN_METRICS, log.read_text())
                 continue
             holding = [study for study in studies if run.key.group_label in study.study["holds_fixed"]]
             if run.finished and not run.derived and holding:
