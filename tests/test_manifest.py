@@ -50,6 +50,19 @@ def test_an_untracked_code_file_makes_the_run_dirty_and_is_listed_with_its_sha25
     assert state["untracked"] == {"models/encodings/rope_lf.py": hashlib.sha256(source).hexdigest()}
 
 
+def test_a_changed_published_study_does_not_make_the_tree_dirty_and_a_changed_readme_does(tmp_path):
+    repo = committed_repo(tmp_path)
+    (repo / "docs" / "results" / "a").mkdir(parents=True)
+    (repo / "docs" / "results" / "a" / "summary.md").write_text("one\n")
+    (repo / "README.md").write_text("readme\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "a study")
+    (repo / "docs" / "results" / "a" / "summary.md").write_text("two\n")  # another study republished beside it
+    assert git_state(repo)["dirty"] is False
+    (repo / "README.md").write_text("changed\n")
+    assert git_state(repo)["dirty"] is True
+
+
 def test_a_changed_code_file_is_listed_and_a_deleted_one_has_no_hash(tmp_path):
     repo = committed_repo(tmp_path)
     (repo / "models" / "gpt.py").write_text("X = 2\n")

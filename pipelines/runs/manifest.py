@@ -35,12 +35,14 @@ REPO = Path(__file__).resolve().parent.parent.parent
 
 # The folders whose files decide what a run computes: an untracked or changed file there makes the run dirty.
 CODE_FOLDERS = ("models", "configs", "domains", "pipelines")
+RESULTS_FOLDER = "docs/results"  # published studies: their changes do not make a tree dirty
 # CPU flags that change which kernels torch picks (and so speed, and in the last bits, results).
 CPU_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "neon", "asimd")
 
 
 def git_state(repo: Path = REPO) -> dict[str, Any]:
-    """The commit, and whether the working tree differs from it: any tracked change, or an untracked file under
+    """The commit, and whether the working tree differs from it: any tracked change (but to published studies'
+    files, RESULTS_FOLDER), or an untracked file under
     CODE_FOLDERS (a new encoding module that git does not see still runs). The untracked and changed code files are
     listed with their sha256 (None: deleted), so a dirty run says which code it ran; untracked files elsewhere
     (notes, ignored outputs) do not count."""
@@ -50,7 +52,10 @@ def git_state(repo: Path = REPO) -> dict[str, Any]:
 
     try:
         sha = git("rev-parse", "HEAD").strip()
-        tracked_changes = bool(git("status", "--porcelain", "--untracked-files=no").strip())
+        # a published study's files are outputs, not code: publishing one study beside another's new outputs
+        # must not mark it as built from a changed tree
+        outputs = f":(exclude){RESULTS_FOLDER}"
+        tracked_changes = bool(git("status", "--porcelain", "--untracked-files=no", "--", ".", outputs).strip())
         untracked = git("ls-files", "-z", "--others", "--exclude-standard", "--", *CODE_FOLDERS).split("\0")
         modified = git("diff", "-z", "--name-only", "HEAD", "--", *CODE_FOLDERS).split("\0")
     except (subprocess.CalledProcessError, FileNotFoundError):
