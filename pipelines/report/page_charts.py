@@ -123,7 +123,7 @@ def forest_spec(result: DomainResult, summary: dict) -> dict | None:
         alt.Tooltip("delta:Q", title="Δ", format=f"+{fmt}"),
         alt.Tooltip("lo:Q", title="interval from", format=f"+{fmt}"),
         alt.Tooltip("hi:Q", title="interval to", format=f"+{fmt}"),
-        alt.Tooltip("level:Q", title="interval level", format=".0%"),
+        alt.Tooltip("level:Q", title="interval level", format=".3~%"),  # 99.9%, never a rounded 100%
         alt.Tooltip("p:Q", title="p (raw)", format=".3~g"),
         alt.Tooltip("p_holm:Q", title="p (Holm)", format=".3~g"),
         alt.Tooltip("p_tost:Q", title="p TOST", format=".3~g"),

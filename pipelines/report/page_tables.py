@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 from pipelines.analysis.results import DomainResult
 from pipelines.analysis.study import Study
-from pipelines.report.verdicts import STOPPED_WORDS, family_of, verdict_label
+from pipelines.report.verdicts import STOPPED_WORDS, capped, family_of, verdict_label
 
 
 @dataclass(frozen=True)
@@ -78,8 +78,14 @@ def plain_label(result: DomainResult, encoding: str) -> tuple[str, str]:
         return "reference", f"the reference: {rule}" if rule else "the reference"
     if entry is None or entry.verdict is None:
         return "", ""
-    label = verdict_label(entry.verdict, family_of(result)).replace("**", "")
-    word = verdict_label(replace(entry.verdict, scope=""), family_of(result)).replace("**", "")  # without its scope
+    pair, family = entry.verdict, family_of(result)
+    label = verdict_label(pair, family).replace("**", "")
+    word = verdict_label(replace(pair, scope=""), family).replace("**", "")  # the scope shortened below
+    design = family.design if family is not None else None
+    if design is not None and pair.verdict == "inconclusive" and pair.look and not capped(pair, design):
+        word = f"open (look {pair.look} of {len(design.looks)})"  # "inconclusive" in an open study reads as final
+    if pair.scope == "joined":
+        word += ", joined family"  # its own family over the design's looks: said, not only on hover
     return word, label
 
 
@@ -132,7 +138,11 @@ def leaderboard_rows(study: Study, summary: dict) -> list[dict]:
                         "region": Cell(f"±{region:g}", region),
                         "p_holm": Cell(p_cell(record["seed_p_holm"]), record["seed_p_holm"]),
                         "p_tost": Cell(p_cell(record["p_tost"]), record["p_tost"]),
-                        "p_better": Cell(number_text(record["p_better"], 2), record["p_better"]),
+                        "p_better": Cell(
+                            number_text(record["p_better"], 2),
+                            record["p_better"],
+                            sub=interval_text(record.get("p_better_lo"), record.get("p_better_hi"), 2),
+                        ),
                         "seeds": Cell(str(record["seeds_used"]), _seed_count(record)),
                         "rank": Cell(number_text(record["rank"], 1).removesuffix(".0"), record["rank"]),
                     },
@@ -180,19 +190,26 @@ def direction(study: Study) -> str:
 
 
 def leaderboard_columns(study: Study) -> list[tuple[str, str, str]]:
-    """The leaderboard's (key, header, title): the score and Δ headers say which way is better."""
+    """The leaderboard's (key, header, title): the score and Δ headers say which way is better; a one-domain
+    study has no domain column (a constant column pushed the verdict and Δ off a phone's screen)."""
     way = direction(study)
     return [
         (key, f"{name} {way}" if key in ("score", "delta") else name, title + (SORTS_BETTER_FIRST if key in (
             "score", "delta") else ""))
         for key, name, title in LEADERBOARD_COLUMNS
+        if key != "domain" or len(study.results) > 1
     ]  # fmt: skip
 
 
 LEADERBOARD_COLUMNS = [
     ("domain", "domain", ""),
     ("encoding", "encoding", ""),
-    ("score", "score [95% within]", "the domain's metric over the encoding's own seeds, its within-example interval"),
+    (
+        "score",
+        "score [95% within]",
+        "the domain's metric over the encoding's own seeds, its within-example interval: the trained networks held "
+        "fixed, the spread over test examples only, not over training seeds (the verdict's Δ carries that)",
+    ),
     (
         "verdict",
         "verdict",
@@ -206,7 +223,11 @@ LEADERBOARD_COLUMNS = [
     ("region", "equiv.", "the region of practical equivalence TOST tests (±)"),
     ("p_holm", "p (Holm)", "the difference test's p, Holm-adjusted within the verdict's family"),
     ("p_tost", "p TOST", "two one-sided tests of |Δ| ≥ the region"),
-    ("p_better", "P(better)", "share of paired seeds where the encoding beats the reference"),
+    (
+        "p_better",
+        "P(better) [95%]",
+        "share of paired seeds where the encoding beats the reference, its 95% interval (Clopper-Pearson)",
+    ),
     ("seeds", "seeds", "the encoding's own finished seeds (k/expected when fewer)"),
     ("rank", "rank", "within the domain by the matched rule (Δ to the reference on matched seeds)"),
 ]
@@ -272,7 +293,9 @@ def looks_tables(study: Study, summary: dict) -> list[dict]:
             rows = []
             for name in baselines:
                 record = domain["encodings"].get(name, {})
-                decided = record.get("verdict_look")
+                final = plain_label(result, name)[0] or record.get("verdict", "")
+                # the look that decided the pair; none while it is open (its last look so far decided nothing)
+                decided = None if final.startswith("open") else record.get("verdict_look")
                 cells = []
                 for look in looks:
                     pair = look["pairs"].get(name)
@@ -294,7 +317,7 @@ def looks_tables(study: Study, summary: dict) -> list[dict]:
                             "absent": "",
                         }
                     )
-                rows.append({"encoding": name, "cells": cells, "final": record.get("verdict", "")})
+                rows.append({"encoding": name, "cells": cells, "final": final, "verdict": record.get("verdict", "")})
             tables.append(
                 {"domain": result.domain, "family": family, "ref": domain["reference"], "looks": columns, "rows": rows}
             )
