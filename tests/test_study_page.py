@@ -646,3 +646,18 @@ def test_each_published_readme_opens_with_its_studys_answer(folder):
     block = readme.split(ANSWER_BEGIN, 1)[1].split(ANSWER_END, 1)[0]
     assert block.split("\n\n")[2:-1] == [domain["answer"] for domain in summary["domains"].values()]
     assert readme.index(ANSWER_BEGIN) < readme.index("\n## ")  # the first section
+
+
+def test_a_study_short_of_its_first_look_answers_that_nothing_is_tested_yet(tmp_path):
+    """jsb-confirm before its first look read "0 encodings against it; no encoding shown better": it says instead
+    that the first look is not reached and how many runs it needs."""
+    design = Design((0, 1, 2), (2, 3), ref="darope", encodings=("nope", "hope"))
+    lm_domain(tmp_path / "runs", "jsb", {"darope": X, "nope": X + 0.3, "hope": X + 0.1}, seeds=(0,))
+    (tmp_path / "runs" / "jsb" / SETTLE_FILE).write_text(json.dumps({"design": design.to_json(), "looks": []}))
+    study(tmp_path / "runs", None, tmp_path / "out")
+    answer = json.loads((tmp_path / "out" / "summary.json").read_text())["domains"]["jsb"]["answer"]
+    assert answer.startswith(
+        "**jsb** (reference `darope`; a design of 2 encodings against it, looks at 2, 3 seeds): its first look is "
+        "not reached, so no pair is tested yet; the first look needs 3 more runs"
+    ), answer
+    assert "no encoding shown better" not in answer

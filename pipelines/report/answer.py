@@ -40,6 +40,14 @@ def answer_text(result: DomainResult) -> str:
         f"alpha {design.level:.4g} a look, Holm within each look" if design.sequential else f"Holm at {design.alpha:g}"
     )
     chosen = ", chosen from the data at the first look" if design.ref_rule == "data" else ""
+    if not every and design.sequential:  # the design's first look not reached: nothing tested yet
+        spent = cost_phrase(result)
+        return (
+            f"**{result.domain}** (reference `{ref}`{chosen}; a design of {len(design.encodings)} encodings against "
+            f"it, looks at {', '.join(map(str, design.looks))} seeds): its first look is not reached, so no pair "
+            f"is tested yet; the first look needs {len(verdicts.next_runs)} more runs"
+            + (f"; {spent}." if spent else ".")
+        )
     parts = [
         f"**{result.domain}** (reference `{ref}`{chosen}, {len(every)} encodings against it; {level}): "
         + (f"better than `{ref}`: {_names(better)}" if better else f"no encoding shown better than `{ref}`"),

@@ -1,6 +1,7 @@
 """The study page's detail tables (pipelines.report.html), the ones summary.md has beyond the leaderboard: each seed's
 score, the extrapolation tests past the training length, a task domain's accuracy by task and length, and the
-Friedman/Nemenyi tests. Each table is {"domain", "title", "note", "columns": [(key, header, title)], "rows":
+Friedman/Nemenyi tests. Each table is {"domain", "title", "summary" (the line a closed table shows), "note",
+"columns": [(key, header, title)], "rows":
 [{"domain", "encoding", "cells": {key: Cell}}]}, every number read from the summary.json object.
 """
 
@@ -67,7 +68,10 @@ def seed_tables(summary: dict) -> list[dict]:
             f"{domain['metric']} of each seed; a gap between two encodings' seed means is no evidence by itself: the "
             f"verdict tests the per-seed differences to {ref} on matched seeds."
         )
-        tables.append({"domain": name, "title": name, "note": note, "columns": columns, "rows": rows})
+        summary_line = f"{len(rows)} encodings over seeds {', '.join(map(str, seeds))}"
+        tables.append(
+            {"domain": name, "title": name, "note": note, "columns": columns, "rows": rows, "summary": summary_line}
+        )
     return tables
 
 
@@ -170,8 +174,11 @@ def task_tables(summary: dict) -> list[dict]:
                 ],
                 ("mean_rank", "mean rank (← better)", "rank by accuracy within each task, mean over tasks ± SE"),
             ]
-            note = TASK_NOTE
-            tables.append({"domain": name, "title": f"{name}, {split}", "note": note, "columns": columns, "rows": rows})
+            ranked = {e: r["mean_rank"] for e, r in encodings.items() if isinstance(r["mean_rank"], float)}
+            best = min(ranked, key=lambda e: (ranked[e], e)) if ranked else None
+            line = f"best by mean rank over the tasks: {best} ({ranked[best]:.2f})" if best else "no encoding ranked"
+            table = {"domain": name, "title": f"{name}, {split}", "note": TASK_NOTE, "columns": columns, "rows": rows}
+            tables.append({**table, "summary": line})
     return tables
 
 
@@ -182,7 +189,7 @@ def friedman_tables(summary: dict) -> list[dict]:
     for name, outcome in summary["friedman"].items():
         if "not_run" in outcome:
             tables.append({"domain": "", "title": f"Across {name}", "note": f"Not run: {outcome['not_run']}.",
-                            "columns": [], "rows": []})  # fmt: skip
+                            "columns": [], "rows": [], "summary": "not run"})  # fmt: skip
             continue
         k, blocks = len(outcome["encodings"]), outcome["blocks"]
         chi2, f, cd = (number_text(outcome[key], 3) or "n/a" for key in ("chi2", "iman_davenport_f", "cd"))
@@ -205,5 +212,7 @@ def friedman_tables(summary: dict) -> list[dict]:
             for encoding, rank in sorted(ranks.items(), key=lambda item: (item[1], item[0]))
         ]
         columns = [ENCODING, ("mean_rank", "mean rank (← better)", "Friedman's rank over the blocks (1 = best)")]
-        tables.append({"domain": "", "title": f"Across {name}", "note": note, "columns": columns, "rows": rows})
+        line = f"over {len(blocks)} blocks: Friedman p = {p}, Iman-Davenport p = {p_f}, Nemenyi CD = {cd}"
+        table = {"domain": "", "title": f"Across {name}", "note": note, "columns": columns, "rows": rows}
+        tables.append({**table, "summary": line})
     return tables

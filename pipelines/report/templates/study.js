@@ -76,6 +76,10 @@
     window.dispatchEvent(new Event("resize")); // charts sized to their container measure it again once shown
   }
   filter.addEventListener("change", applyFilter);
+  // a chart in a closed section has no width: opened, it measures its container again
+  document.querySelectorAll("details").forEach((details) =>
+    details.addEventListener("toggle", () => window.dispatchEvent(new Event("resize")))
+  );
 
   // -------------------------------------------------------------------------------------------- charts
 
