@@ -661,3 +661,20 @@ def test_a_study_short_of_its_first_look_answers_that_nothing_is_tested_yet(tmp_
         "not reached, so no pair is tested yet; the first look needs 3 more runs"
     ), answer
     assert "no encoding shown better" not in answer
+
+
+def test_a_task_domain_s_next_look_counts_a_run_per_task_as_make_settle_trains_them(tmp_path, capsys):
+    """The synthetic study's answer said "the next look needs 20 runs" where make settle trains 100 (a run per task):
+    the published answer and summary.md's looks count the runs make settle's plan lists for the study."""
+    from pipelines.settle import main as settle_main
+
+    folder = REPO / "docs" / "results" / "synthetic-cpu"
+    command = ["--domain", "synthetic", "--runs", str(tmp_path / "none"), "--with", str(folder), "--plan"]
+    assert settle_main(command) == 0
+    planned = int(re.search(r"plan: the next look needs (\d+) runs", capsys.readouterr().out)[1])
+    domain = json.loads((folder / "summary.json").read_text())["domains"]["synthetic"]
+    tasks = len(domain["tasks"]["chance"])
+    assert planned == len(domain["next_runs"]) * tasks and tasks > 1
+    phrase = f"the next look needs {planned} runs ({planned // tasks} encoding-seeds x {tasks} tasks)"
+    assert phrase in domain["answer"], domain["answer"]
+    assert phrase in (folder / "synthetic" / "summary.md").read_text()

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pipelines.analysis.results import DomainResult
 from pipelines.analysis.verdict import PairVerdict
 from pipelines.report.cost import cost_phrase
+from pipelines.report.looks import runs_needed
 from pipelines.report.verdicts import capped
 
 
@@ -26,6 +27,7 @@ def answer_text(result: DomainResult) -> str:
         why = (verdicts.no_tests_reason if verdicts else None) or result.no_tests_reason or "no paired tests"
         return f"**{result.domain}**: {why}"
     ref, design = verdicts.ref, verdicts.family.design
+    tasks = len(result.tasks.chance) if result.tasks else 1  # a task domain trains a run per task
     every = verdicts.verdicts()
     joined = set(verdicts.joined.verdicts) if verdicts.joined else set()
     provisional = set(verdicts.provisional)
@@ -71,7 +73,7 @@ def answer_text(result: DomainResult) -> str:
         parts.append(f"{len(provisional)} below the design's first look (no verdict yet)")
     runs = verdicts.next_runs
     if runs:
-        parts.append(f"the next look needs {len(runs)} runs")
+        parts.append(f"the next look needs {runs_needed(len(runs), tasks)}")
     elif design.sequential:
         parts.append("nothing left to train under the design")
     spent = cost_phrase(result)
