@@ -201,15 +201,10 @@ def leaderboard_columns(study: Study) -> list[tuple[str, str, str]]:
     ]  # fmt: skip
 
 
+# the answer's columns first (the verdict and its Δ, what a phone's first screen holds), the descriptive score after
 LEADERBOARD_COLUMNS = [
     ("domain", "domain", ""),
     ("encoding", "encoding", ""),
-    (
-        "score",
-        "score [95% within]",
-        "the domain's metric over the encoding's own seeds, its within-example interval: the trained networks held "
-        "fixed, the spread over test examples only, not over training seeds (the verdict's Δ carries that)",
-    ),
     (
         "verdict",
         "verdict",
@@ -219,6 +214,12 @@ LEADERBOARD_COLUMNS = [
         "delta",
         "Δ vs ref [decision interval]",
         "mean per-seed difference on the seeds both finished, with the interval the verdict rests on (its level)",
+    ),
+    (
+        "score",
+        "score [95% within]",
+        "the domain's metric over the encoding's own seeds, its within-example interval: the trained networks held "
+        "fixed, the spread over test examples only, not over training seeds (the verdict's Δ carries that)",
     ),
     ("region", "equiv.", "the region of practical equivalence TOST tests (±)"),
     ("p_holm", "p (Holm)", "the difference test's p, Holm-adjusted within the verdict's family"),
