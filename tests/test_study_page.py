@@ -678,3 +678,27 @@ def test_a_task_domain_s_next_look_counts_a_run_per_task_as_make_settle_trains_t
     phrase = f"the next look needs {planned} runs ({planned // tasks} encoding-seeds x {tasks} tasks)"
     assert phrase in domain["answer"], domain["answer"]
     assert phrase in (folder / "synthetic" / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("folder", PUBLISHED, ids=[folder.name for folder in PUBLISHED])
+def test_every_extrapolation_verdict_is_on_the_page_as_text(folder):
+    """Issue 47: jsb's `rope10k+yarn` was `better` past L and showed only in one dot's tooltip. Every extrapolation
+    test of summary.json is a row of the page's extrapolation tables, its verdict word in its cell, and each
+    split's better and worse encodings are named on the line a closed table shows."""
+    page = (folder / INDEX).read_text()
+    section = page.split('<section id="extrapolation">', 1)[1].split("</section>", 1)[0]
+    rows = re.findall(
+        r'<tr data-domain="([^"]*)" data-encoding="([^"]*)">.*?data-key="verdict" data-value="([^"]*)"', section, re.S
+    )
+    summaries = re.findall(r"<summary>(.*?)</summary>", section, re.S)
+    entries = [e for e in json.loads((folder / "summary.json").read_text())["extrapolation"] if e["status"] == "ok"]
+    expected = [
+        (e["domain"], e["encoding"], "reference" if e["encoding"] == e["ref"] else e["past_verdict"]) for e in entries
+    ]
+    assert sorted(rows) == sorted(expected)
+    for e in entries:
+        if e["past_verdict"] in ("better", "worse"):
+            where = e["domain"] if e["group"] == e["domain"] else f"{e['domain']}/{e['group']}"
+            line = next(s for s in summaries if s.startswith(f"{where}, {e['split']} "))
+            named = line.split(f"{e['past_verdict']}: ", 1)[1].split(";")[0].split(", ")
+            assert e["encoding"] in named, (line, e["encoding"])
