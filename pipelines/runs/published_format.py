@@ -27,6 +27,7 @@ is written with a zero timestamp, so an export reproduces byte for byte.
 from __future__ import annotations
 
 import csv
+import gzip
 import hashlib
 import io
 import json
@@ -106,6 +107,18 @@ def csv_text(header: list[str], rows: list[list]) -> str:
     writer.writerow(header)
     writer.writerows(rows)
     return out.getvalue()
+
+
+def gzipped_csv_rows(path: Path, raw: bytes, header: list[str]) -> list[list[str]]:
+    """The rows (without the header) of a study's gzipped CSV file `path`, whose bytes are `raw`; StudyError naming
+    the file when it is no gzipped CSV or its header is not `header`."""
+    try:
+        head, *rows = list(csv.reader(io.StringIO(gzip.decompress(raw).decode()))) or [None]
+    except (OSError, EOFError, UnicodeDecodeError, csv.Error) as error:
+        raise StudyError(f"{path}: damaged, not gzipped CSV ({type(error).__name__}: {error})") from None
+    if head != header:
+        raise StudyError(f"{path}: header {head}, expected {','.join(header)}")
+    return rows
 
 
 def sha256(data: bytes) -> str:

@@ -13,10 +13,8 @@ with the same checks, and only then writes it, all or nothing.
 
 from __future__ import annotations
 
-import csv
 import gc
 import gzip
-import io
 import json
 import math
 import re
@@ -50,6 +48,7 @@ from pipelines.runs.published_format import (
     StudyError,
     check_tolerance,
     example_file,
+    gzipped_csv_rows,
     record_key,
     settle_text,
     sha256,
@@ -283,12 +282,7 @@ def _rows(
     position twice. Checked column by column (a study holds hundreds of thousands of rows)."""
     path = folder / name
     header, checks = _LAYOUTS[kind]
-    try:
-        head, *rows = list(csv.reader(io.StringIO(gzip.decompress(raw).decode()))) or [None]
-    except (OSError, EOFError, UnicodeDecodeError, csv.Error) as error:
-        raise StudyError(f"{path}: damaged, not gzipped CSV ({type(error).__name__}: {error})") from None
-    if head != header:
-        raise StudyError(f"{path}: header {head}, expected {','.join(header)}")
+    rows = gzipped_csv_rows(path, raw, header)
 
     def refuse(index: int, what: str) -> StudyError:
         label, split, item = (rows[index] + ["", "", ""])[:3]

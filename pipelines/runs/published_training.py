@@ -13,15 +13,13 @@ a study built from published evidence draws the same curves as the one built fro
 from __future__ import annotations
 
 import csv
-import gzip
-import io
 import math
 import re
 from pathlib import Path
 
 from domains.atomic import write_text
 from pipelines.runs.layout import TRAIN_METRICS, RunFolder
-from pipelines.runs.published_format import StudyError, csv_text, record_key
+from pipelines.runs.published_format import StudyError, csv_text, gzipped_csv_rows, record_key
 
 TRAINING = "training"  # a folder: <encoding>.csv.gz
 TRAINING_FILE_PATTERN = re.compile(rf"{TRAINING}/([^/]+)\.csv\.gz")
@@ -58,12 +56,7 @@ def parse_training(folder: Path, name: str, raw: bytes, records: dict[str, dict]
     """{run: rows} of a study's training file, every row checked: a run of `encoding` the study holds, a step once,
     each value blank or a finite number >= 0; StudyError naming the file, the run and the line otherwise."""
     path = folder / name
-    try:
-        head, *rows = list(csv.reader(io.StringIO(gzip.decompress(raw).decode()))) or [None]
-    except (OSError, EOFError, UnicodeDecodeError, csv.Error) as error:
-        raise StudyError(f"{path}: damaged, not gzipped CSV ({type(error).__name__}: {error})") from None
-    if head != TRAINING_HEADER:
-        raise StudyError(f"{path}: header {head}, expected {','.join(TRAINING_HEADER)}")
+    rows = gzipped_csv_rows(path, raw, TRAINING_HEADER)
     out: dict[str, list[list[str]]] = {}
     seen: set[tuple[str, str]] = set()
     for line, row in enumerate(rows, start=2):
