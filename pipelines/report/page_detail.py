@@ -75,13 +75,14 @@ def seed_tables(summary: dict) -> list[dict]:
     return tables
 
 
+# the test's columns first (what a phone's first screen holds), the descriptive pooled NLL after
 EXTRAPOLATION_COLUMNS = [
     ENCODING,
-    ("seeds", "seeds", "seeds the encoding evaluated the split on"),
-    ("nll_past", "pooled NLL past L (← better)", "mean NLL at positions >= L, seeds pooled: descriptive"),
+    ("verdict", "verdict", "better or worse: the Holm p below 0.05; equivalent: TOST"),
     ("delta", "Δ past L [95% t] (← better)", "per-seed difference to the reference past L, its t-interval"),
     ("p_holm", "p (Holm)", "the t-test, Holm-adjusted over the split's encodings at 0.05"),
-    ("verdict", "verdict", "better or worse: the Holm p below 0.05; equivalent: TOST"),
+    ("nll_past", "pooled NLL past L (← better)", "mean NLL at positions >= L, seeds pooled: descriptive"),
+    ("seeds", "seeds", "seeds the encoding evaluated the split on"),
 ]
 
 
