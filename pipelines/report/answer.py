@@ -27,7 +27,6 @@ def answer_text(result: DomainResult) -> str:
         why = (verdicts.no_tests_reason if verdicts else None) or result.no_tests_reason or "no paired tests"
         return f"**{result.domain}**: {why}"
     ref, design = verdicts.ref, verdicts.family.design
-    tasks = len(result.tasks.chance) if result.tasks else 1  # a task domain trains a run per task
     every = verdicts.verdicts()
     joined = set(verdicts.joined.verdicts) if verdicts.joined else set()
     provisional = set(verdicts.provisional)
@@ -73,7 +72,7 @@ def answer_text(result: DomainResult) -> str:
         parts.append(f"{len(provisional)} below the design's first look (no verdict yet)")
     runs = verdicts.next_runs
     if runs:
-        parts.append(f"the next look needs {runs_needed(len(runs), tasks)}")
+        parts.append(f"the next look needs {runs_needed(len(runs), result)}")
     elif design.sequential:
         parts.append("nothing left to train under the design")
     spent = cost_phrase(result)

@@ -39,18 +39,19 @@ def families_text(result: DomainResult) -> str:
     return "; ".join(parts) + " (the verdict)"
 
 
-def runs_needed(count: int, tasks: int) -> str:
-    """`count` (encoding, seed) pairs as training runs: one per task in a domain with tasks."""
+def runs_needed(count: int, result: DomainResult) -> str:
+    """`count` (encoding, seed) pairs of `result`'s domain as training runs: one per task in a domain with tasks."""
+    tasks = len(result.tasks.chance) if result.tasks else 1
     return f"{count} runs" if tasks <= 1 else f"{count * tasks} runs ({count} encoding-seeds x {tasks} tasks)"
 
 
-def design_status(family: FamilyResult, tasks: int = 1) -> str:
-    """Where a family of a design stands: open (the runs its next look needs, `tasks` per encoding and seed),
-    capped, or settled."""
+def design_status(family: FamilyResult, result: DomainResult) -> str:
+    """Where a family of a design of `result`'s domain stands: open (the runs its next look needs), capped, or
+    settled."""
     pending = sorted({name for name, _ in family.next_runs})
     still_open = [name for name, pair in family.verdicts.items() if pair.verdict == "inconclusive"]
     if family.next_runs:
-        runs = runs_needed(len(family.next_runs), tasks)
+        runs = runs_needed(len(family.next_runs), result)
         return f"open: the next look needs {runs} ({', '.join(f'`{n}`' for n in pending)})"
     if still_open:
         count = len(still_open)
@@ -96,8 +97,7 @@ def looks_section(result: DomainResult) -> list[str]:
             lines.append(f"- joined, look {look.number} at {len(look.seeds)} seeds: {words or 'nothing decided'}.")
         for name, pair in verdicts.provisional.items():
             lines.append(f"- joined `{name}`: {pair.scope}; a fixed-sample comparison until it holds them.")
-    tasks = len(result.tasks.chance) if result.tasks else 1
-    status = design_status(family, tasks)
+    status = design_status(family, result)
     if joined is not None:
-        status += f"; the joined encodings: {design_status(joined, tasks)}"
+        status += f"; the joined encodings: {design_status(joined, result)}"
     return [*lines, "", f"Status: {status}.", ""]

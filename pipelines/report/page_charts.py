@@ -13,7 +13,7 @@ from matplotlib.colors import to_hex
 from pipelines.analysis.results import DomainResult
 from pipelines.analysis.study import Study
 from pipelines.report.figures import binned_curve, encoding_colours
-from pipelines.report.page_tables import plain_label
+from pipelines.report.page_tables import group_label, plain_label
 from pipelines.runs.layout import is_derived
 
 VERDICT_COLOURS = {
@@ -192,7 +192,7 @@ def position_specs(study: Study, colours: Colours, shown: list[str]) -> list[dic
             if curve.status == "ok":
                 groups.setdefault((curve.group, curve.split), []).append(curve)
         for (group, split), curves in groups.items():
-            where = result.domain if group == result.domain else f"{result.domain}/{group}"
+            where = group_label(result.domain, group)
             title = [f"{where} {split}", f"NLL by position (L = {curves[0].context}, window {curves[0].length})"]
             panels.append((result.domain, title, curves[0].context, [(c.encoding, c.by_position) for c in curves]))
     specs = []
@@ -285,7 +285,7 @@ def window_specs(study: Study, summary: dict, colours: Colours, shown: list[str]
                 for row in rows
                 if row["domain"] == result.domain and row["group"] == group
             ]
-            where = result.domain if group == result.domain else f"{result.domain}/{group}"
+            where = group_label(result.domain, group)
             legend = alt.selection_point(fields=["encoding"], bind="legend")
             windows = [w for w in dict.fromkeys(v["window"] for v in sorted(values, key=lambda v: v["length"]))]
             if len(windows) < 2:

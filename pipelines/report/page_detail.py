@@ -7,7 +7,15 @@ Friedman/Nemenyi tests. Each table is {"domain", "title", "summary" (the line a 
 
 from __future__ import annotations
 
-from pipelines.report.page_tables import VERDICT_ORDER, Cell, better_first, interval_text, number_text, p_cell
+from pipelines.report.page_tables import (
+    VERDICT_ORDER,
+    Cell,
+    better_first,
+    group_label,
+    interval_text,
+    number_text,
+    p_cell,
+)
 
 ENCODING = ("encoding", "encoding", "")
 
@@ -114,8 +122,8 @@ def extrapolation_tables(summary: dict) -> list[dict]:
                 "verdict": _verdict_cell(verdict, verdict),
             }
             rows.append(_row(domain, entry["encoding"], cells))
-        where = domain if group == domain else f"{domain}/{group}"
-        title = f"{where}, {split} (L {first['context']} → window {first['length']}; reference {first['ref']})"
+        window = f"L {first['context']} → window {first['length']}; reference {first['ref']}"
+        title = f"{group_label(domain, group)}, {split} ({window})"
         table = {"domain": domain, "title": title, "note": "", "columns": EXTRAPOLATION_COLUMNS, "rows": rows}
         tables.append({**table, "summary": _verdict_summary(entries)})
     return tables

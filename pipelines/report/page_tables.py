@@ -62,6 +62,11 @@ def interval_text(lo, hi, digits: int, signed: bool = False) -> str:
     return f"[{number_text(lo, digits, signed)}, {number_text(hi, digits, signed)}]"
 
 
+def group_label(domain: str, group: str) -> str:
+    """Where a result sits: the domain, or `domain/task` for a task of a domain with tasks."""
+    return domain if group == domain else f"{domain}/{group}"
+
+
 def p_cell(value) -> str:
     """A p-value or variance to 3 significant digits (verdicts.p_text's form), nothing where summary.json has none."""
     return f"{value:.3g}" if isinstance(value, int | float) else ""
