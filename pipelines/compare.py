@@ -11,7 +11,7 @@ refused, naming them, as are damaged or non-finite metrics files. Nothing is wri
 succeeds. With --strict, anything missing (a run, a seed, a domain without a finished run), or domains trained at
 different presets, is an error instead. --with joins a published study's runs to the local ones without retraining
 them (pipelines.runs.published_join): a local run that differs in what the study holds fixed is refused by name, and a
-local copy of a published run must agree with it within the study's tolerance.
+local copy of a published run must agree with it within the bound of its conditions (pipelines.runs.tolerance).
 """
 
 from __future__ import annotations

@@ -9,8 +9,9 @@ every evaluation split is then compared with the published values: the largest d
 example, and whether it is within the tolerance of its condition:
 - trained here as it was recorded (the same thread count, CPU model and flags, torch build and package versions:
   the manifest's `machine` and `packages`): bit for bit, tolerance 0;
-- otherwise (another CPU or thread count, or a run recorded before the manifest held its machine): the study's
-  tolerance (study.json; README, "Compare your encoding with the published study", says what was measured).
+- on the same CPU with another thread count: the study's tolerance (study.json, 1e-5 nats);
+- on another CPU, torch build or packages, or a run recorded before the manifest held its machine: the cross-machine
+  bound (pipelines.runs.tolerance; README, "make reproduce", says what was measured).
 Each run trains with the thread count its manifest records (else this machine's share: cores / jobs), and before
 anything trains each run's line says what differs from the machine it was recorded on. Exit status 1 when any run is
 outside its tolerance.
@@ -41,6 +42,7 @@ from pipelines.runs.published_format import PublishedStudy, StudyError, record_k
 from pipelines.runs.published_join import local_metrics, worst_difference
 from pipelines.runs.published_read import read_study
 from pipelines.runs.settings import RESULT_NEUTRAL, differences, fixed_properties, flat_settings, without
+from pipelines.runs.tolerance import copy_tolerance
 
 
 def run_overrides(published: PublishedStudy, label: str) -> tuple[str, str, int, str | None, list[str]]:
@@ -122,40 +124,11 @@ def recorded_threads(published: PublishedStudy, label: str) -> int | None:
     return threads if isinstance(threads, int) and threads > 0 else None
 
 
-def machine_differences(recorded: dict, packages: dict, here: dict, here_packages: dict) -> list[str]:
-    """What a run's recorded machine (its manifest's `machine` and `packages`) and this one differ in, each as
-    `<what>: recorded <value>, here <value>`: the thread count, the CPU model and flags, the torch build, the package
-    versions."""
-    named = {"threads": "threads", "cpu": "CPU model", "cpu_flags": "CPU flags", "torch_build": "torch build"}
-    lines = [
-        f"{what}: recorded {recorded.get(key)!r}, here {here.get(key)!r}"
-        for key, what in named.items()
-        if recorded.get(key) != here.get(key)
-    ]
-    lines += [
-        f"package {name}: recorded {packages.get(name)}, here {here_packages.get(name)}"
-        for name in sorted(set(packages) | set(here_packages))
-        if packages.get(name) != here_packages.get(name)
-    ]
-    return lines
-
-
 def condition(published: PublishedStudy, label: str, threads: int) -> tuple[float, str]:
     """(the tolerance, the sentence that says why) for re-training `label` here with `threads` threads."""
-    manifest = published.records[label]["manifest"]
-    if not manifest.get("machine"):
-        return published.tolerance, (
-            f"its record holds no machine (trained before manifests recorded one): trained here with {threads} "
-            f"thread{'s' * (threads > 1)}; expect agreement within the study's tolerance {published.tolerance:g}"
-        )
-    here = {**machine_state(), "threads": threads}
-    differ = machine_differences(manifest["machine"], manifest.get("packages") or {}, here, package_versions())
-    if not differ:
-        return 0.0, "trained here as recorded (threads, CPU, torch build, packages): expect bit for bit, tolerance 0"
-    return published.tolerance, (
-        f"differs from the recorded machine in {'; '.join(differ)}: expect agreement within the study's tolerance "
-        f"{published.tolerance:g}"
-    )
+    here = {"machine": {**machine_state(), "threads": threads}, "packages": package_versions()}
+    tolerance, why = copy_tolerance(published.records[label]["manifest"], here, published.tolerance)
+    return tolerance, f"trained here with {threads} thread{'s' * (threads > 1)}; {why}"
 
 
 def compare_run(published: PublishedStudy, label: str, folder: Path, tolerance: float) -> tuple[bool, str]:

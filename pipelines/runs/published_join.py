@@ -40,6 +40,7 @@ from pipelines.runs.published_format import (
 )
 from pipelines.runs.published_training import training_file, write_training_log
 from pipelines.runs.settings import differences, fixed_properties
+from pipelines.runs.tolerance import copy_tolerance
 
 
 def materialize(published: PublishedStudy, label: str, runs_root: Path) -> Path:
@@ -109,18 +110,22 @@ def local_metrics(run: RunFolder) -> dict[str, dict[int, float]]:
     return out
 
 
-def disagreement(published: PublishedStudy, run: RunFolder, tolerance: float) -> str | None:
-    """Why a local copy of a published run does not agree with it (the largest per-example difference over every
-    split, with its split and example), or None when every split agrees within `tolerance` nats."""
+def disagreement(published: PublishedStudy, run: RunFolder) -> tuple[str | None, float]:
+    """(why a local copy of a published run does not agree with it, else None; the tolerance it was held to): the
+    largest per-example difference over every split, with its split and example, against the bound of the
+    conditions the two were trained under (pipelines.runs.tolerance: 0 on the recorded machine, the study's
+    tolerance at another thread count, the cross-machine bound on another CPU or for a record without its machine)."""
+    recorded = published.records[run.label]["manifest"]
+    tolerance, condition = copy_tolerance(recorded, read_run_json(run, run.path / MANIFEST), published.tolerance)
     diff, split, example = worst_difference(local_metrics(run), published.metrics(run.label))
     if diff <= tolerance:
-        return None
+        return None, tolerance
     if math.isinf(diff):
-        return f"{run.label}: scores other {split} examples than the published run"
+        return f"{run.label}: scores other {split} examples than the published run", tolerance
     return (
         f"{run.label}: {split} example {example} differs from the published run by {diff:.3g} nats (tolerance "
-        f"{tolerance:g}); the local run is not the published one (another machine, precision or code?)"
-    )
+        f"{tolerance:g}: {condition}); the local run is not the published one (another machine, precision or code?)"
+    ), tolerance
 
 
 def copies_disagree(first: PublishedStudy, other: PublishedStudy, label: str) -> str | None:
@@ -167,8 +172,8 @@ def join(studies: list[PublishedStudy], local_root: Path, merged: Path, domains:
     `domains`. Refused by name (StudyError): two studies holding one run with other numbers, one group fixed
     differently or one domain under two designs; a damaged local settle record; a local run of a study's group that
     differs in what the study holds fixed; a local copy of a published run that does not agree with it within the
-    study's tolerance (it is read from the study when it does). Returns one note per local run that reproduced a
-    published one."""
+    bound of the conditions the two were trained under (pipelines.runs.tolerance; it is read from the study when it
+    does). Returns one note per local run that reproduced a published one."""
     notes, problems = [], _studies_conflict(studies)
     holder: dict[str, PublishedStudy] = {}  # run -> the study it is read from: the first that holds it
     for published in studies:
@@ -204,12 +209,11 @@ def join(studies: list[PublishedStudy], local_root: Path, merged: Path, domains:
         for run in local:
             if run.label in holder:
                 published = holder[run.label]
-                if run.finished and (why := disagreement(published, run, published.tolerance)) is not None:
+                why, tolerance = disagreement(published, run) if run.finished else (None, 0.0)
+                if why is not None:
                     problems.append(why)
                 elif run.finished:
-                    notes.append(
-                        f"{run.label}: the local run reproduces the published one within {published.tolerance:g} nats"
-                    )
+                    notes.append(f"{run.label}: the local run reproduces the published one within {tolerance:g} nats")
                     log = run.path / TRAIN_METRICS
                     if run.label not in published.training and log.is_file():
                         # published without its log (before format 4): the reproducing run's own log joins it
