@@ -180,6 +180,53 @@ def test_the_temperature_at_chosen_positions():
     assert irope.parts[1].floor_scale == 32 and irope.parts[1].attn_scale == 0.1
 
 
+def test_iropes_ablations_drop_the_normalisation_or_the_temperature_and_nothing_else():
+    """Issue 48's ablations, as their configs build them at the JSB cpu model: `qk_norm: false` leaves the rotary
+    layers' q and k as rope rotates them (irope normalises them to mean square 1 per head vector: checked by hand);
+    `attn_scale: 0` makes the NoPE layer pass q and k through. Every other layer is irope's, bit for bit."""
+    from pipelines.experiment.config import compose_config
+
+    def built(pe, **options):
+        cfg = compose_config(["domain=jsb", "preset=cpu", f"pe={pe}"])
+        opts = {**dict(cfg.pe.options), **options}
+        return build_encoding(cfg.pe.name, opts, n_layer=4, n_head=2, d_model=16, context=1024).double()
+
+    irope, no_norm, no_temp = built("irope"), built("irope_no_qknorm"), built("irope_no_temp")
+    rope = encoding("rope", n_head=2, d=8, context=1024, base=1e4)
+    g = torch.Generator().manual_seed(5)
+    q, k = torch.randn(2, 1, 2, 100, 8, generator=g, dtype=F64)
+    T = torch.arange(100)
+
+    def hooks(enc, layer):
+        return enc.transform_qk(q, k, enc.prepare(T), None, layer)
+
+    rotated = rope.transform_qk(q, k, rope.prepare(T), None, 0)
+    for layer in (0, 1, 2):
+        assert all(torch.equal(a, b) for a, b in zip(hooks(no_norm, layer), rotated, strict=True))
+        normed_q, normed_k = hooks(irope, layer)
+        for normed, plain in ((normed_q, rotated[0]), (normed_k, rotated[1])):
+            by_hand = plain / torch.sqrt(plain.pow(2).mean(-1, keepdim=True) + 1e-5)
+            assert torch.allclose(normed, by_hand, atol=1e-12)
+        assert all(torch.equal(a, b) for a, b in zip(hooks(no_temp, layer), hooks(irope, layer), strict=True))
+        assert no_norm.attention_window(layer) == irope.attention_window(layer) == no_temp.attention_window(layer)
+    assert all(torch.equal(a, b) for a, b in zip(hooks(no_temp, 3), (q, k), strict=True))
+    assert not torch.equal(hooks(irope, 3)[0], q)  # irope's own NoPE layer does scale the query (past m = 30)
+    assert all(torch.equal(a, b) for a, b in zip(hooks(no_norm, 3), hooks(irope, 3), strict=True))
+
+
+def test_local_global_at_the_cpu_presets_depth_is_the_window_alone():
+    """The third ablation needs no config of its own: at the cpu presets' 4 layers Gemma 3's rule has no global
+    layer, so local_global is RoPE 10k over a sliding window of L/32 in every layer (JSB cpu: 32), with no NoPE
+    layer and no normalisation: rnope_swa without its global NoPE layer."""
+    from pipelines.experiment.config import compose_config
+
+    cfg = compose_config(["domain=jsb", "preset=cpu", "pe=local_global"])
+    model = cfg.model
+    enc = build_encoding("local_global", dict(cfg.pe.options), n_layer=model.n_layer, n_head=model.n_head,
+                         d_model=model.d_model, context=model.context)  # fmt: skip
+    assert model.n_layer == 4 and enc.describe()["layers"] == 4 * ["rope(base=10000) sliding 32"]
+
+
 @pytest.mark.parametrize("name", ["irope", "rnope_swa", "local_global"])
 def test_the_windows_reach_at_three_times_the_training_length(name):
     """At L = 64 (windows of L/32 = 2, the scale rule's floor set to 1), scored at T = 192: every layer's attention

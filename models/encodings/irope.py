@@ -14,6 +14,11 @@ JSB cpu, L = 1024: 32 tokens; JSB paper, L = 2048: 64), attn_scale 0.1. A chunk 
 the first, at every evaluation length. At 4 layers: three chunked RoPE layers and a global NoPE layer with the
 temperature; at 2 layers no NoPE layer: two chunked, normalised RoPE layers.
 
+Ablations (configs/pe/irope_no_qknorm.yaml, irope_no_temp.yaml; issue 48): `qk_norm: false` keeps the rotary
+layers' q and k as rotated; `attn_scale: 0` makes tau(m) = 1, a plain NoPE layer. With both, the pattern is chunked
+RoPE layers and a global NoPE layer; the window alone at the cpu presets' 4 layers is `local_global` (every layer
+RoPE 10k over a sliding window of L/32: no global layer below 6 layers).
+
 Composed (models.encodings.pattern): `rope` at `base` with the chunked window and the pattern's RMS normalisation;
 `temperature` (models.encodings.temperature) on the NoPE layers.
 """
@@ -44,7 +49,8 @@ class IRoPE(LayerPattern):
         "chunk_fraction": FRACTION,
         "floor_fraction": FRACTION,
         "min_tokens": MIN_TOKENS_OPTION,
-        "attn_scale": Option("number", ">= 0", lambda v: v >= 0, why="the temperature's slope"),
+        "attn_scale": Option("number", ">= 0", lambda v: v >= 0, why="the temperature's slope (0: no temperature)"),
+        "qk_norm": Option("flag", why="q and k RMS-normalised in the rotary layers (Llama 4's use_qk_norm)"),
     }
 
     def __init__(
@@ -56,9 +62,10 @@ class IRoPE(LayerPattern):
         floor_fraction: float = REFERENCE_FRACTION,
         attn_scale: float = 0.1,
         min_tokens: int = MIN_TOKENS,
+        qk_norm: bool = True,
         **dims: int,
     ) -> None:
-        self.period, self.base, self.min_tokens = int(period), float(base), int(min_tokens)
+        self.period, self.base, self.min_tokens, self.qk_norm = int(period), float(base), int(min_tokens), qk_norm
         self.chunk_fraction, self.floor_fraction, self.attn_scale = (
             float(chunk_fraction),
             float(floor_fraction),
@@ -68,7 +75,7 @@ class IRoPE(LayerPattern):
 
     def layer_plan(self) -> list[Layer]:
         chunk = AttentionWindow("chunked", tokens_of(self.chunk_fraction, self.context, self.min_tokens))
-        rope = Layer("rope", {"base": self.base}, window=chunk, qk_norm=True)
+        rope = Layer("rope", {"base": self.base}, window=chunk, qk_norm=self.qk_norm)
         floor = tokens_of(self.floor_fraction, self.context, self.min_tokens)
         nope = Layer("temperature", {"attn_scale": self.attn_scale, "floor_scale": floor})
         return [nope if every_period_th(layer, self.period) else rope for layer in range(self.n_layer)]
