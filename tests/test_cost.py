@@ -12,16 +12,19 @@ import pytest
 
 from pipelines.analysis.cost import combined, runs_cost
 from pipelines.analysis.loading import FAILED_STATUS, FINISHED, LoadedRun
+from pipelines.report.cost import timing_sentence
 from pipelines.runs.layout import RunKey
 from tests.run_fixtures import lm_domain, section, study
 
 X = np.array([0.2, 1.4, 0.6, 2.5, 1.0, 0.8])
 
 
-def loaded(encoding, seed, *, train=None, splits=None, threads=None, device="cpu", status=FINISHED):
+def loaded(encoding, seed, *, train=None, cpu=None, splits=None, threads=None, device="cpu", status=FINISHED):
     manifest = {"device": device}
     if train is not None:
         manifest["train_seconds_this_process"] = train
+    if cpu is not None:
+        manifest["train_cpu_seconds_this_process"] = cpu
     if threads is not None:
         manifest["machine"] = {"threads": threads}
     key = RunKey("jsb", None, encoding, seed)
@@ -54,6 +57,29 @@ def test_core_seconds_are_training_plus_each_splits_scoring_times_the_threads():
     assert cost.per_decided(2) == pytest.approx((290.0 / 3600 + 1.0) / 2) and cost.per_decided(0) is None
     both = combined([cost, runs_cost([loaded("alibi", 2, train=70.0)])])
     assert both.core_seconds["alibi"] == pytest.approx(100.0) and both.runs == 5
+
+
+def test_a_run_that_records_its_cpu_seconds_costs_them_whatever_shared_its_cores():
+    """A run recorded since CPU seconds were: its training's and each scored split's CPU seconds, not wall x
+    threads (it trained beside other work: 600 s of wall on 1 thread, 250 s of CPU). A split without them (a record
+    half old) sends the run back to wall x threads; a GPU run counts its wall seconds as GPU-seconds."""
+    scored = {"test": {"tokens": 3000, "tokens_per_s": 100.0, "cpu_seconds": 12.5}, "test_2x": {"skipped": "none"}}
+    half = {"test": {"tokens": 3000, "tokens_per_s": 100.0}}
+    runs = [
+        loaded("rope10k", 0, train=600.0, cpu=250.0, splits=scored, threads=1),  # 250 + 12.5
+        loaded("rope10k", 1, train=600.0, cpu=250.0, splits=half, threads=1),  # (600 + 30) x 1: no split CPU time
+        loaded("rope10k+yarn", 0, train=600.0, cpu=250.0, splits=scored),  # trains nothing: its scoring, 12.5
+        loaded("alibi", 0, train=100.0, cpu=190.0, splits={}, threads=2),  # two threads busy: 190 CPU seconds
+        loaded("fire", 0, train=50.0, cpu=49.0, device="cuda:0"),  # GPU: wall seconds
+    ]
+    cost = runs_cost(runs)
+    assert cost.core_seconds == pytest.approx({"rope10k": 262.5 + 630.0 + 12.5, "alibi": 190.0})
+    assert cost.gpu_seconds == {"fire": 50.0} and cost.runs == 4 and cost.untimed == ()
+    assert (cost.cpu_timed, cost.wall_timed) == (3, 1)  # the YaRN entry's scoring counted; the GPU run neither
+    assert timing_sentence(cost).startswith("3 entries count their CPU seconds instead (every thread of the run's ")
+    older = "; 1 recorded before that count wall-clock seconds, not CPU time: runs that shared their cores with "
+    assert timing_sentence(cost).endswith(older + "other work record more than they needed alone.")
+    assert timing_sentence(runs_cost(runs[1:2])).startswith("Wall-clock seconds, not CPU time")
 
 
 def timed_study(root: Path) -> None:

@@ -115,7 +115,12 @@ def test_the_csv_holds_each_step_once_with_its_loss_lr_and_grad_norm_the_validat
     assert all(float(row["val/loss"]) > 0 for row in rows if row["val/loss"])
     speeds = [float(row["train/tokens_per_s"]) for row in rows if row["train/tokens_per_s"]]
     assert len(speeds) == 3 and all(speed > 0 for speed in speeds)  # at each flush: the checkpoints and the end
-    assert speeds[-1] == pytest.approx(json.loads((folder / "manifest.json").read_text())["tokens_per_s"])
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert speeds[-1] == pytest.approx(manifest["tokens_per_s"])
+    # its cost in CPU seconds beside the wall seconds (pipelines.analysis.cost): a fit of one process takes some
+    scored = json.loads((folder / "metrics" / "summary.json").read_text())["splits"]
+    assert manifest["train_cpu_seconds_this_process"] > 0 and manifest["train_seconds_this_process"] > 0
+    assert all(entry["cpu_seconds"] > 0 for entry in scored.values() if "tokens" in entry)
 
 
 @pytest.mark.slow

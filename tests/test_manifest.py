@@ -96,7 +96,16 @@ def test_the_manifest_records_threads_cpu_and_torch_build(tmp_path):
     model = SimpleNamespace(num_parameters=lambda: 10, encoding=SimpleNamespace(describe=lambda: {"name": "rope"}))
     evaluation = {"splits": {"test": {"tokens_per_s": 5.0}}}
     manifest = write_run_manifest(
-        tmp_path, cfg, datamodule, model, evaluation, tokens_per_s=1.0, train_seconds=2.0, steps=3, device="cpu"
+        tmp_path,
+        cfg,
+        datamodule,
+        model,
+        evaluation,
+        tokens_per_s=1.0,
+        train_seconds=2.0,
+        train_cpu_seconds=1.5,
+        steps=3,
+        device="cpu",
     )
     assert json.loads((tmp_path / "manifest.json").read_text()) == manifest
     machine = manifest["machine"]

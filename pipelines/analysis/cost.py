@@ -1,18 +1,21 @@
 """What a study's evidence cost, from its runs' own records: core-hours in all, per encoding and per decided pair
 (what make settle's next look is priced with too, pipelines.launch.costs).
 
-    core-seconds of a run = (training seconds + evaluation seconds) x threads
+    core-seconds of a run = its CPU seconds (training and every scored split), where its records hold them;
+                            else (training seconds + evaluation seconds) x threads
 
-- training: the manifest's `train_seconds_this_process` (the fit, its validation passes included); a run resumed
-  after an interruption records its last process only, so the figure is a lower bound for such a run;
-- evaluation: each evaluated split's tokens / its tokens per second (metrics/summary.json: the scoring after
-  training); a YaRN entry (`rope10k+yarn`) trains nothing and counts its own evaluation, under its rope encoding;
+- CPU seconds: the manifest's `train_cpu_seconds_this_process` and each split's `cpu_seconds` (metrics/summary.json):
+  every thread of the run's process, so what the run held of the cores whatever else shared them (recorded since
+  issue 50; a run's figure does not grow when it trained beside other work);
+- training seconds: the manifest's `train_seconds_this_process` (the fit, its validation passes included); a run
+  resumed after an interruption records its last process only, so the figure is a lower bound for such a run;
+- evaluation seconds: each evaluated split's tokens / its tokens per second (the scoring after training); a YaRN
+  entry (`rope10k+yarn`) trains nothing and counts its own evaluation, under its rope encoding;
 - threads: the manifest's `machine.threads` (the torch threads the run used); 1 where a manifest predates that
-  record. A run on a GPU counts GPU-hours (its seconds, one device) instead.
+  record. A run on a GPU counts GPU-hours (its wall seconds, one device) instead.
 
-These are the runs' own wall-clock seconds (what they held a core for), not CPU time: a run that shared its cores
-with other work (more processes than cores) records more seconds than it needed alone, so a study trained beside
-other work states an upper bound.
+The wall seconds are what a run held a core for: a run recorded before CPU seconds were, that shared its cores with
+other work (more processes than cores), states more than it needed alone, so such a study states an upper bound.
 
 A pair is decided when its verdict is `better`, `worse` or `equivalent`: each tells a reader something definite.
 """
@@ -40,6 +43,25 @@ def run_seconds(run: LoadedRun) -> float | None:
     return float(seconds)
 
 
+def cpu_seconds(run: LoadedRun) -> float | None:
+    """A finished run's CPU seconds, training (none for a YaRN entry) and every scored split; None where its records
+    predate them."""
+    seconds = 0.0 if run.derived else run.manifest.get("train_cpu_seconds_this_process")
+    scored = [entry.get("cpu_seconds") for entry in run.splits.values() if entry.get("tokens")]
+    if not isinstance(seconds, int | float) or not all(isinstance(s, int | float) for s in scored):
+        return None
+    return float(seconds + sum(scored))
+
+
+def core_seconds(run: LoadedRun) -> float | None:
+    """A finished CPU run's core-seconds: its CPU seconds where recorded, else its wall seconds x threads."""
+    measured = cpu_seconds(run)
+    if measured is not None:
+        return measured
+    seconds = run_seconds(run)
+    return None if seconds is None else seconds * threads(run)
+
+
 def on_gpu(run: LoadedRun) -> bool:
     return str(run.manifest.get("device", "cpu")).startswith("cuda")
 
@@ -58,6 +80,8 @@ class Cost:
     gpu_seconds: dict[str, float]
     runs: int  # trained runs counted (YaRN entries add their scoring, not a run)
     untimed: tuple[str, ...] = ()  # finished trained runs whose manifest records no training time (not counted)
+    cpu_timed: int = 0  # runs and YaRN entries counted on a CPU by their CPU seconds
+    wall_timed: int = 0  # ... by their wall seconds x threads (recorded before CPU seconds were)
 
     @property
     def core_hours(self) -> float:
@@ -88,21 +112,20 @@ def runs_cost(runs: list[LoadedRun]) -> Cost:
     """The cost of the finished runs among `runs` (see the module docstring)."""
     core: dict[str, float] = defaultdict(float)
     gpu: dict[str, float] = defaultdict(float)
-    counted, untimed = 0, []
+    counted, untimed, timed = 0, [], Counter()
     for run in runs:
         if not run.finished:
             continue
-        seconds = run_seconds(run)
+        seconds = run_seconds(run) if on_gpu(run) else core_seconds(run)
         if seconds is None:
             untimed.append(run.label)
             continue
         encoding = run.encoding.split(DERIVED_MARK)[0]
-        if on_gpu(run):
-            gpu[encoding] += seconds
-        else:
-            core[encoding] += seconds * threads(run)
+        (gpu if on_gpu(run) else core)[encoding] += seconds
+        if not on_gpu(run):
+            timed["cpu" if cpu_seconds(run) is not None else "wall"] += 1
         counted += not run.derived  # a YaRN entry's scoring is counted, not as a run: it trains nothing
-    return Cost(dict(core), dict(gpu), counted, tuple(untimed))
+    return Cost(dict(core), dict(gpu), counted, tuple(untimed), timed["cpu"], timed["wall"])
 
 
 def combined(costs: list[Cost]) -> Cost:
@@ -112,7 +135,9 @@ def combined(costs: list[Cost]) -> Cost:
         core.update(cost.core_seconds)
         gpu.update(cost.gpu_seconds)
     untimed = tuple(label for cost in costs for label in cost.untimed)
-    return Cost(dict(core), dict(gpu), sum(cost.runs for cost in costs), untimed)
+    runs = sum(cost.runs for cost in costs)
+    cpu_timed, wall_timed = sum(cost.cpu_timed for cost in costs), sum(cost.wall_timed for cost in costs)
+    return Cost(dict(core), dict(gpu), runs, untimed, cpu_timed, wall_timed)
 
 
 def decided_count(words: list[str]) -> int:

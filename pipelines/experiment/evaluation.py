@@ -53,13 +53,14 @@ def evaluate_splits(
             }
             continue
         scorer = adapt(model, windows.window_length) if adapt else model
-        began = time.perf_counter()
+        began, cpu_began = time.perf_counter(), time.process_time()
         result = evaluate(scorer, datamodule.eval_dataloader(split), windows.n_examples, windows.max_length, device)
-        seconds = time.perf_counter() - began
+        seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - cpu_began
         write_split_metrics(run, split, result)
         splits[split] = {
             **result.summary(),
             "tokens_per_s": windows.tokens.size / seconds,
+            "cpu_seconds": cpu_seconds,  # every thread of the process: the core-seconds the scoring held
             "window_length": windows.window_length,
         }
     return write_summary(run, splits)

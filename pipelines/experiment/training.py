@@ -295,7 +295,7 @@ def _train_and_evaluate(
     )
     if trainer.strategy.root_device.type == "cuda":
         torch.set_float32_matmul_precision("high")  # TF32 for the fp32 matmuls (bf16 autocast covers the rest)
-    began = time.perf_counter()
+    began, cpu_began = time.perf_counter(), time.process_time()
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=resume if resume.exists() else None)
     except Exception as err:
@@ -303,7 +303,7 @@ def _train_and_evaluate(
         raise
     finally:
         datamodule.close_train_loader()  # its worker threads and processes end with the training
-    train_seconds = time.perf_counter() - began
+    train_seconds, train_cpu_seconds = time.perf_counter() - began, time.process_time() - cpu_began
     if not trainer.is_global_zero:  # under DDP the other ranks stop here: rank 0 evaluates and writes the results
         return folder
 
@@ -321,6 +321,7 @@ def _train_and_evaluate(
         evaluation,
         tokens_per_s=metrics.tokens_per_s,
         train_seconds=train_seconds,
+        train_cpu_seconds=train_cpu_seconds,
         steps=trainer.global_step,
         device=str(device),
     )

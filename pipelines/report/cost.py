@@ -22,6 +22,18 @@ def cost_phrase(result: DomainResult) -> str:
     return f"spent {hours(cost.hours)} {cost.unit} on {cost.runs} runs ({each})"
 
 
+def timing_sentence(cost: Cost) -> str:
+    """How the seconds were measured: wall-clock for runs recorded before their CPU seconds, CPU seconds since."""
+    wall = "wall-clock seconds, not CPU time: runs that shared their cores with other work record more than they needed"
+    if not cost.cpu_timed:
+        return f"W{wall[1:]} alone."
+    sentence = (
+        f"{cost.cpu_timed} entries count their CPU seconds instead (every thread of the run's process: what it held "
+        "of the cores, whatever else shared them)"
+    )
+    return sentence + (f"; {cost.wall_timed} recorded before that count {wall} alone." if cost.wall_timed else ".")
+
+
 def cost_section(results: list[DomainResult]) -> list[str]:
     """The study's `## What it cost`: per domain (runs, hours, decided pairs, hours per decided pair), then per
     encoding across the domains."""
@@ -36,9 +48,9 @@ def cost_section(results: list[DomainResult]) -> list[str]:
         "",
         f"Process time of the finished runs compared, from their manifests and summaries: training (validation "
         f"passes included) and the scoring of every split, times the threads each run used ({unit}; a run whose "
-        "manifest predates the thread record counts as one thread). Wall-clock seconds, not CPU time: runs that "
-        "shared their cores with other work record more than they needed alone. A pair is decided when its verdict "
-        "is better, worse or equivalent.",
+        "manifest predates the thread record counts as one thread). "
+        + timing_sentence(total)
+        + " A pair is decided when its verdict is better, worse or equivalent.",
         "",
     ]
     rows = []

@@ -139,6 +139,7 @@ def write_run_manifest(
     *,
     tokens_per_s: float | None,
     train_seconds: float,
+    train_cpu_seconds: float,
     steps: int,
     device: str,
 ) -> dict[str, Any]:
@@ -164,6 +165,9 @@ def write_run_manifest(
         "encoding": model.encoding.describe(),
         "tokens_per_s": tokens_per_s,
         "train_seconds_this_process": train_seconds,
+        # CPU seconds of every thread of this process (thread loader workers included; process workers are not):
+        # what a run cost in core-seconds, whatever else shared the cores (pipelines.analysis.cost)
+        "train_cpu_seconds_this_process": train_cpu_seconds,
         "steps": steps,
         "device": device,
         "machine": machine_state(),
