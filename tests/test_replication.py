@@ -22,11 +22,12 @@ def summary(reference, verdicts):
 
 EXPLORATORY = summary("rope10k", {
     "nope": ("worse", 1.3), "alibi": ("worse", 0.1), "fox": ("stopped", 0.004), "irope": ("inconclusive", -0.1),
-    "hope": ("inconclusive", 0.02), "prope": ("stopped", 0.0), "only_here": ("worse", 0.5),
+    "hope": ("inconclusive", 0.02), "prope": ("stopped", 0.0), "lerope": ("stopped", 0.001),
+    "only_here": ("worse", 0.5),
 })  # fmt: skip
 CONFIRMATORY = summary("rope10k", {
     "nope": ("worse", 1.2), "alibi": ("better", -0.05), "fox": ("inconclusive", 0.01), "irope": ("better", -0.09),
-    "hope": ("inconclusive", 0.03), "prope": ("worse", 0.02),
+    "hope": ("inconclusive", 0.03), "prope": ("worse", 0.02), "lerope": ("equivalent", -0.002),
 })  # fmt: skip
 
 
@@ -36,12 +37,13 @@ def test_each_encoding_gets_the_word_its_two_verdicts_give():
         "nope": "holds",  # worse in both
         "alibi": "flips",  # worse, then better
         "prope": "flips",  # stopped for futility, then worse
+        "lerope": "holds",  # stopped for futility, then equivalent: no difference either way
         "fox": "not yet",  # stopped, then open
         "irope": "new",  # open, then better
         "hope": "open",
     }  # `only_here` is in one study only: no row; the reference has none
     lines = replication_table(compare_verdicts(EXPLORATORY, CONFIRMATORY, "jsb"))
-    assert lines[0] == "flips: 2; holds: 1; not yet: 1; new: 1; open: 1 (of 6 encodings)"
+    assert lines[0] == "flips: 2; holds: 2; not yet: 1; new: 1; open: 1 (of 7 encodings)"
     assert (
         lines[4]
         == "| `alibi` | flips | worse (look 1, 3/10 seeds), Δ +0.1000 | better (look 1, 3/10 seeds), Δ -0.0500 |"
@@ -63,7 +65,7 @@ def test_studies_with_other_references_are_refused_and_the_command_writes_its_ta
         (tmp_path / name / "summary.json").write_text(json.dumps(data))
     out = tmp_path / "held.md"
     assert main(["--exploratory", str(tmp_path / "a"), "--confirmatory", str(tmp_path / "b"), "--out", str(out)]) == 0
-    assert out.read_text().startswith("flips: 2; holds: 1;")
+    assert out.read_text().startswith("flips: 2; holds: 2;")
     with pytest.raises(SystemExit):
         main(["--exploratory", str(tmp_path / "a"), "--confirmatory", str(tmp_path / "missing")])
     assert f"{tmp_path / 'missing' / 'summary.json'}: no jsb verdicts to read" in capsys.readouterr().err

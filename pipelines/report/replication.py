@@ -6,9 +6,10 @@
 Reads the two studies' summary.json (what their reports rendered; nothing is recomputed) and sets each encoding's
 verdict against the shared reference side by side, with its look, seeds and Δ in each. Per encoding, one word:
 
-    holds       decided in both, the same way (better, worse or equivalent in both; stopped for futility in both)
-    flips       decided in both, differently (better in one, worse in the other; or decided against a verdict of
-                futility or equivalence in the other)
+    holds       decided in both, to the same claim: better in both, worse in both, or no difference in both
+                (equivalent, or stopped for futility: neither will show a difference)
+    flips       decided in both, to other claims (better in one, worse in the other; a difference in one, none in
+                the other)
     not yet     decided in the exploratory study, still open in the confirmatory one (it may hold or flip later)
     new         open in the exploratory study, decided in the confirmatory one
     open        open in both
@@ -49,10 +50,13 @@ def settled(entry: dict[str, Any]) -> str | None:
     return word if word in DECIDED else None
 
 
+CLAIM = {"better": "better", "worse": "worse", "equivalent": "no difference", "stopped": "no difference"}
+
+
 def held_word(was: str | None, now: str | None) -> str:
     """The module docstring's word for an exploratory and a confirmatory decision (None: open)."""
     if was and now:
-        return "holds" if was == now else "flips"
+        return "holds" if CLAIM[was] == CLAIM[now] else "flips"
     return "not yet" if was else "new" if now else "open"
 
 
