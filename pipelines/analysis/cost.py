@@ -53,15 +53,6 @@ def cpu_seconds(run: LoadedRun) -> float | None:
     return float(seconds + sum(scored))
 
 
-def core_seconds(run: LoadedRun) -> float | None:
-    """A finished CPU run's core-seconds: its CPU seconds where recorded, else its wall seconds x threads."""
-    measured = cpu_seconds(run)
-    if measured is not None:
-        return measured
-    seconds = run_seconds(run)
-    return None if seconds is None else seconds * threads(run)
-
-
 def on_gpu(run: LoadedRun) -> bool:
     return str(run.manifest.get("device", "cpu")).startswith("cuda")
 
@@ -116,14 +107,18 @@ def runs_cost(runs: list[LoadedRun]) -> Cost:
     for run in runs:
         if not run.finished:
             continue
-        seconds = run_seconds(run) if on_gpu(run) else core_seconds(run)
+        gpu_run = on_gpu(run)
+        measured = None if gpu_run else cpu_seconds(run)  # a CPU run's own CPU seconds, where recorded
+        seconds = measured if measured is not None else run_seconds(run)
         if seconds is None:
             untimed.append(run.label)
             continue
         encoding = run.encoding.split(DERIVED_MARK)[0]
-        (gpu if on_gpu(run) else core)[encoding] += seconds
-        if not on_gpu(run):
-            timed["cpu" if cpu_seconds(run) is not None else "wall"] += 1
+        if gpu_run:
+            gpu[encoding] += seconds
+        else:  # wall seconds count once per thread the run held
+            core[encoding] += seconds if measured is not None else seconds * threads(run)
+            timed["cpu" if measured is not None else "wall"] += 1
         counted += not run.derived  # a YaRN entry's scoring is counted, not as a run: it trains nothing
     return Cost(dict(core), dict(gpu), counted, tuple(untimed), timed["cpu"], timed["wall"])
 
