@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 
 from pipelines.experiment.config import build_datamodule
 from pipelines.experiment.evaluation import evaluate_splits
+from pipelines.host_memory import keep_freed_memory
 from pipelines.runs.layout import MANIFEST
 from pipelines.runs.metrics import read_json_file
 from pipelines.runs.model_file import load_run_model
@@ -28,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run", type=Path, help="a run folder holding manifest.json and model.pt")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args(argv)
+    keep_freed_memory()
     try:
         manifest = read_json_file(args.run / MANIFEST)
         model = load_run_model(args.run, args.device)

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from models.encodings import encoding_class
 from pipelines.experiment.config import compose_config, override_value
 from pipelines.launch.jobs import plan
 from pipelines.launch.local import run_local, visible_gpus
@@ -126,8 +127,14 @@ def recorded_threads(published: PublishedStudy, label: str) -> int | None:
 
 def condition(published: PublishedStudy, label: str, threads: int) -> tuple[float, str]:
     """(the tolerance, the sentence that says why) for re-training `label` here with `threads` threads."""
-    here = {"machine": {**machine_state(), "threads": threads}, "packages": package_versions()}
-    tolerance, why = copy_tolerance(published.records[label]["manifest"], here, published.tolerance)
+    recorded = published.records[label]["manifest"]
+    revision = encoding_class(recorded["config"]["pe"]["name"]).revision  # this code's, for the run's encoding
+    here = {
+        "machine": {**machine_state(), "threads": threads},
+        "packages": package_versions(),
+        "encoding": {"revision": revision},
+    }
+    tolerance, why = copy_tolerance(recorded, here, published.tolerance)
     return tolerance, f"trained here with {threads} thread{'s' * (threads > 1)}; {why}"
 
 

@@ -41,12 +41,15 @@ from pipelines.benchmarks.loader import measure_loaders
 from pipelines.benchmarks.model_report import context_table, peak_line, preset_table, progress_line, write_outputs
 from pipelines.benchmarks.step import matmul_peak
 from pipelines.experiment.config import config_options, datamodule_class, domain_names
+from pipelines.host_memory import keep_freed_memory
 
 CONTEXTS = (256, 512, 1024, 2048, 4096, 8192)
 
 
 def main(argv: list[str] | None = None) -> int:
     settings = parse_args(argv)
+    if settings.malloc == "keep":  # as every run trains (pipelines.host_memory); "default" measures without it
+        keep_freed_memory()
     encodings = model.measured_encodings(settings)
     for dtype in settings.dtype:
         settings.peak_flops[dtype] = matmul_peak(settings.device, dtype)
@@ -114,6 +117,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps after building each model")
     parser.add_argument("--reps", type=int, default=3, help="timed steps per encoding and round")
     parser.add_argument("--rounds", type=int, default=3, help="rounds over the encodings, interleaved")
+    parser.add_argument("--malloc", default="keep", choices=["keep", "default"],
+                        help="keep: freed memory stays with the allocator, as runs train (pipelines.host_memory); "
+                        "default: glibc's own settings, what runs trained with before")  # fmt: skip
     parser.add_argument("--memory-limit-gb", type=float, default=None, help="skip sweep points predicted above it")
     parser.add_argument("--max-step-seconds", type=float, default=20.0, help="skip sweep points predicted slower")
     parser.add_argument("--data-source", type=Path, default=None, help="mirror folder (default: $POSBENCH_MIRROR)")

@@ -10,6 +10,7 @@ import torch
 
 import models.encodings.t5_bias as t5_module
 from models.encodings import build_encoding
+from models.encodings.fire import FIRE
 from models.encodings.t5_bias import causal_bucket
 from models.gpt import GPT, GPTConfig
 
@@ -157,9 +158,14 @@ def test_fire_threshold_is_a_learned_multiple_of_the_context_and_c_enters_as_its
         assert term[:, i, j].tolist() == pytest.approx(fire_by_hand(i, j, c=0.5, threshold=4.0), abs=1e-6)
 
 
-def test_fire_pieces_give_the_mlp_value_and_gradient():
+@pytest.mark.parametrize("scale", [0.75, 2.0])  # L_thr 12: queries 13..23 past it; L_thr 32: every query below it
+@pytest.mark.parametrize("path", ["cpu", "general"])  # general: every query on the (T, T) path, as on CUDA
+def test_fire_pieces_give_the_mlp_value_and_gradient(scale, path, monkeypatch):
     """Default width 32 with random units (switch points inside and outside [0, 1], one unit with w = 0): the
-    piecewise-linear evaluation equals the MLP evaluated on every entry, and so do the gradients."""
+    piecewise-linear evaluation equals the MLP evaluated on every entry, and so do the gradients, on the CPU's lag
+    table (queries below L_thr) beside the general path and on the general path alone."""
+    if path == "general":
+        monkeypatch.setattr(FIRE, "rows_sharing_the_threshold", staticmethod(lambda pos, threshold: 0))
     fire = build_encoding("fire", {}, n_layer=2, n_head=3, d_model=12, context=16)
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
@@ -167,7 +173,7 @@ def test_fire_pieces_give_the_mlp_value_and_gradient():
         fire.hidden_weight[1, 0] = 0.0
         fire.hidden_bias.normal_(generator=g)
         fire.c.fill_(0.7)
-        fire.threshold_scale.fill_(0.75)  # L_thr = 12: queries 13..23 are past it
+        fire.threshold_scale.fill_(scale)
     T, layer = 24, 1
     weights = torch.randn(3, T, T, generator=g)
     visible = ~torch.ones(T, T, dtype=torch.bool).triu(1)
@@ -186,6 +192,17 @@ def test_fire_pieces_give_the_mlp_value_and_gradient():
     for name, p in fire.named_parameters():
         assert torch.allclose(got[name], p.grad, atol=1e-4, rtol=1e-4), name
     assert got["threshold_scale"][layer] != 0 and got["c"][layer] != 0
+
+
+def test_fire_lag_table_gives_the_general_paths_values_bit_for_bit(monkeypatch):
+    fire = build_encoding("fire", {}, n_layer=1, n_head=2, d_model=8, context=64)
+    with torch.no_grad():
+        fire.c.fill_(1.3)
+        fire.threshold_scale.fill_(0.9)  # L_thr 57.6: queries 0..57 on the table, 58..99 past it
+    assert FIRE.rows_sharing_the_threshold(torch.arange(100), fire.threshold_scale[0] * 64) == 58
+    on_cpu = bias_of(fire, 100)
+    monkeypatch.setattr(FIRE, "rows_sharing_the_threshold", staticmethod(lambda pos, threshold: 0))
+    assert torch.equal(on_cpu, bias_of(fire, 100))
 
 
 def test_fire_is_relative_below_the_threshold_only():

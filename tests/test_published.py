@@ -28,6 +28,7 @@ from pipelines.runs.published_export import export_study
 from pipelines.runs.published_format import StudyError, example_file
 from pipelines.runs.published_join import join
 from pipelines.runs.published_read import read_study
+from pipelines.runs.tolerance import copy_tolerance
 from tests.run_fixtures import edit_study_file, lm_domain, read_csv, with_composed_configs
 from tests.sample_fixtures import REPO, SAMPLES
 
@@ -149,13 +150,25 @@ def test_a_local_copy_of_a_published_run_must_agree_with_it_within_the_bound_of_
     assert copy("threads", 1e-6, {**MACHINE, "threads": 2}) == [
         "jsb/nope/seed1: the local run reproduces the published one within 1e-05 nats"
     ]
-    with pytest.raises(StudyError, match=r"tolerance 1e-05: differs from the recorded machine in threads: recorded 1"):
+    with pytest.raises(StudyError, match=r"tolerance 1e-05: differs from the recorded run in threads: recorded 1"):
         copy("threads-far", 5e-5, {**MACHINE, "threads": 2})
     assert copy("cpu", 5e-4, {**MACHINE, "cpu": "Another CPU"}) == [
         "jsb/nope/seed1: the local run reproduces the published one within 0.001 nats"
     ]
-    with pytest.raises(StudyError, match=r"tolerance 0.001: differs from the recorded machine in CPU model: recorded "):
+    with pytest.raises(StudyError, match=r"tolerance 0.001: differs from the recorded run in CPU model: recorded "):
         copy("cpu-far", 0.002, {**MACHINE, "cpu": "Another CPU"})
+
+
+def test_another_revision_of_the_encodings_computation_is_held_to_the_cross_machine_bound():
+    """The same machine, but the encoding's arithmetic reordered since the run (a revision recorded in its manifest;
+    none recorded reads as 1): the cross-machine bound, naming both revisions."""
+    recorded = {"machine": MACHINE, "packages": {"torch": "2.13.0"}, "encoding": {"name": "fire"}}
+    same = {**recorded, "encoding": {"name": "fire", "revision": 1}}
+    assert copy_tolerance(recorded, same, 1e-5)[0] == 0.0
+    bound, why = copy_tolerance(recorded, {**recorded, "encoding": {"name": "fire", "revision": 2}}, 1e-5)
+    assert bound == 1e-3 and "the encoding's computation: revision 1 recorded, 2 here" in why
+    threads_too = {**recorded, "machine": {**MACHINE, "threads": 2}, "encoding": {"revision": 2}}
+    assert copy_tolerance(recorded, threads_too, 1e-5)[0] == 1e-3
 
 
 def sha256(data):

@@ -28,6 +28,7 @@ def alibi_slopes(n_head: int) -> list[float]:
 class ALiBi(PositionalEncoding):
     name = "alibi"
     mechanism = "bias"
+    revision = 2  # query-blocked flash attention with its fixed bias (models.encodings.base)
 
     def __init__(self, **dims: int) -> None:
         super().__init__(**dims)

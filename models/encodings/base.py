@@ -152,6 +152,8 @@ class PositionalEncoding(nn.Module):
     # FoX's gates) or its tables cover only the distances of one window (the relative biases): `random_positions`
     # would then be ignored or out of range, and is refused
     takes_random_positions: ClassVar[bool] = True
+    # raised when a change reorders the float arithmetic: older runs reproduce to rounding (pipelines.runs.tolerance)
+    revision: ClassVar[int] = 1
     # the options this class's __init__ adds (merged with its bases' by `declared_options`; module docstring)
     option_rules: ClassVar[dict[str, Option]] = {
         "random_positions": Option("whole", ">= 1", lambda v: v >= 1, optional=True, why="M / L"),
@@ -308,8 +310,7 @@ class PositionalEncoding(nn.Module):
         return 0.0
 
     def optimizer_groups(self) -> list[dict[str, Any]]:
-        """Parameter groups the encoding wants for itself (each a dict with "params" and options such as
-        "weight_decay" or "clip_norm"). Parameters not claimed here follow the default rule."""
+        """The encoding's own parameter groups ("params" and options: weight_decay, clip_norm); the rest: default."""
         return []
 
     def describe(self) -> dict[str, Any]:
@@ -317,6 +318,7 @@ class PositionalEncoding(nn.Module):
         n_total = sum(p.numel() for p in self.parameters())
         description = {
             "name": self.name,
+            "revision": self.revision,
             "mechanism": self.mechanism,
             "fused_attention": self.fused,
             "parameters": n_total,

@@ -28,14 +28,17 @@ Unit k switches at z = -b_k / w_k, so between consecutive switch points (at most
 
     f_theta(z) = A_p z + B_p,   A_p = W2 (w * on_p),   B_p = W2 (b * on_p),
 
-with on_p the units active on piece p. Per layer: psi on the T lags and on the T queries' normalisers, the
-(T, T) inputs by one gather and a product, each input's piece by binary search among the sorted switch points,
-and the bias as A_p z + B_p (two gathers from the (H, 33) tables and a multiply-add). This is the MLP's value up
-to rounding and its gradient too (on_p is the ReLU's derivative). Queries past L_thr (every query beyond the
-training context at evaluation) take the same path, so no shape depends on the value of L_thr (no host sync);
-a table on the lags, as KERPLE's, would serve only the queries below L_thr, and choosing between the two per
-query would need L_thr's value on the host. Measured on CPU (T = 256, 4 heads, forward and backward) the term
-costs about 3x KERPLE's, small beside the attention itself.
+with on_p the units active on piece p. This is the MLP's value up to rounding and its gradient too (on_p is the
+ReLU's derivative). Per layer, psi on the T lags and on the T queries' normalisers, then two paths:
+- the queries below L_thr (every query in training, where L_thr starts at L) share one normaliser psi(L_thr), so
+  their input depends on i - j only: f on the T lags, laid out by lag with one gather, as KERPLE's table;
+- the queries past it (beyond the training context at evaluation): the (T, T) inputs by one gather and a product,
+  each input's piece by binary search among the sorted switch points, and A_p z + B_p by two gathers from the
+  (H, 33) tables and a multiply-add.
+Both give the same value for an input (bit for bit); the gradients sum in another order. Which queries sit below
+L_thr is read on the host: free on the CPU; on CUDA every query takes the second path, so that no shape depends on
+a value the host would wait for. The lag table made FIRE's training step as cheap as KERPLE's (JSB cpu preset, one
+thread: 1.42 s -> 1.02 s against rope10k's 0.79 s; issue 50, docs/presets.md).
 
 FLOPs per token (`flops_per_token`): one add of the bias per visible key, head and layer, n_layer * H * (T + 1)
 / 2, as ALiBi; building the (H, T, T) term is per layer but shared by the batch, so left out.
@@ -57,11 +60,21 @@ def uniform(*shape: int, fan_in: int) -> torch.Tensor:
     return torch.empty(*shape).uniform_(-bound, bound)
 
 
+def piecewise_linear(pieces: tuple[torch.Tensor, torch.Tensor, torch.Tensor], inputs: torch.Tensor) -> torch.Tensor:
+    """f_theta at every input in [0, 1] from its linear pieces (`FIRE.linear_pieces`): (H, *inputs.shape), each
+    input's piece found by binary search among the switch points, then slope * z + intercept."""
+    switches, slope, intercept = pieces
+    piece = torch.searchsorted(switches, inputs).flatten()
+    shape = (slope.shape[0], *inputs.shape)
+    return torch.addcmul(intercept.index_select(1, piece).view(shape), slope.index_select(1, piece).view(shape), inputs)
+
+
 @register
 class FIRE(PositionalEncoding):
     name = "fire"
     takes_random_positions = False  # its lag table covers the distances of one window
     mechanism = "bias"
+    revision = 2  # flash attention in query blocks at evaluation; the gradient summed by lag (base)
     option_rules = {"width": Option("whole", ">= 1", lambda v: v >= 1, why="the MLP's hidden units")}
 
     def __init__(self, *, width: int = 32, **dims: int) -> None:
@@ -79,22 +92,32 @@ class FIRE(PositionalEncoding):
 
     def logit_bias(self, state: LagLogits, layer, x):
         with outside_autocast(state.lags.device):  # the MLP in fp32: bf16 would merge neighbouring distances
-            inputs = self.interpolated_distances(state, layer)  # (T, T)
-            switches, slope, intercept = self.linear_pieces(layer)
-            piece = torch.searchsorted(switches, inputs).flatten()
-            shape = (self.n_head, *inputs.shape)
-            bias = torch.addcmul(
-                intercept.index_select(1, piece).view(shape), slope.index_select(1, piece).view(shape), inputs
-            )
+            c = self.c[layer].abs()
+            threshold = (self.threshold_scale[layer] * self.context).abs()
+            distance = torch.log1p(c * state.lags)  # psi on the T lags
+            normaliser = torch.log1p(c * torch.maximum(state.logits.pos.float(), threshold)) + EPS
+            pieces, T = self.linear_pieces(layer), state.lags.shape[0]
+            shared = self.rows_sharing_the_threshold(state.logits.pos, threshold)
+            rows = []
+            if shared:  # f on the T lags once, laid out by lag: psi(i - j) / psi(L_thr) depends on i - j only
+                on_lags = piecewise_linear(pieces, distance * normaliser[0].reciprocal())  # (H, T)
+                rows.append(on_lags.index_select(1, state.lag_index[: shared * T]).view(-1, shared, T))
+            if shared < T:  # every (i, j) of the queries past L_thr: psi(i - j) / psi(i)
+                past = state.lag_index[shared * T :]
+                inputs = distance.index_select(0, past).view(T - shared, T) * normaliser[shared:, None].reciprocal()
+                rows.append(piecewise_linear(pieces, inputs))  # a product's backward is cheaper than a quotient's
+            bias = rows[0] if len(rows) == 1 else torch.cat(rows, dim=1)
         return state.logits.masked(bias)
 
-    def interpolated_distances(self, state: LagLogits, layer: int) -> torch.Tensor:
-        """psi(i - j) / psi(max(L_thr, i)) for every (i, j): (T, T), in [0, 1) on and below the diagonal."""
-        c = self.c[layer].abs()
-        threshold = (self.threshold_scale[layer] * self.context).abs()
-        distance = torch.log1p(c * state.lags)  # psi on the T lags
-        normaliser = torch.log1p(c * torch.maximum(state.logits.pos.float(), threshold)) + EPS
-        return state.by_lag(distance) * normaliser.reciprocal()[:, None]  # a product's backward is cheaper
+    @staticmethod
+    def rows_sharing_the_threshold(pos: torch.Tensor, threshold: torch.Tensor) -> int:
+        """How many leading queries (positions ascend) sit below L_thr and so share its normaliser (a query at L_thr
+        itself takes the general path, where max(L_thr, i) splits its gradient as autograd does at a tie). On the CPU
+        a count (reading L_thr is free); elsewhere 0, every query on the general path, so that no shape depends on a
+        value the host would wait for."""
+        if pos.device.type != "cpu":
+            return 0
+        return int((pos.float() < threshold).sum())
 
     def linear_pieces(self, layer: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """f_theta on [0, 1] as linear pieces: the sorted switch points (width,), clamped into [0, 1], and each

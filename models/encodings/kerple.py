@@ -35,6 +35,7 @@ class Kerple(PositionalEncoding):
     name = "kerple"
     takes_random_positions = False  # its lag table covers the distances of one window
     mechanism = "bias"
+    revision = 2  # query-blocked flash attention in evaluation (models.encodings.base)
 
     def __init__(self, **dims: int) -> None:
         super().__init__(**dims)

@@ -49,6 +49,7 @@ class T5Bias(PositionalEncoding):
     name = "t5_bias"
     takes_random_positions = False  # its lag table covers the distances of one window
     mechanism = "bias"
+    revision = 2  # query-blocked flash attention in evaluation (models.encodings.base)
     option_rules = {  # and max_distance > buckets / 2, checked when built
         "buckets": Option("whole", "even and >= 2", lambda v: v >= 2 and v % 2 == 0),
         "max_distance": Option("whole", ">= 2", lambda v: v >= 2, why="the longest distance bucketed"),

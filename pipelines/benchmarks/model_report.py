@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from domains.atomic import write_json
 from models.flops import TRAINING_MULTIPLIER
 from pipelines.benchmarks.model import Row, memory_growth
+from pipelines.host_memory import allocator_state
 from pipelines.report.files import save_figure, write_csv
 from pipelines.runs.manifest import git_state, package_versions
 
@@ -44,6 +45,7 @@ def write_outputs(rows: list[Row], settings: argparse.Namespace, out: Path) -> l
             },
             "device": device_name(settings.device),
             "threads": torch.get_num_threads(),
+            "allocator": allocator_state(),
             "matmul_peak_flops": settings.peak_flops,
             "git": git_state(),
             "packages": package_versions(),

@@ -41,6 +41,7 @@ from models.training import DecoderLM, OptimConfig
 from pipelines.experiment.config import build_datamodule, model_config
 from pipelines.experiment.evaluation import evaluate_splits, evaluate_yarn
 from pipelines.experiment.loggers import TrainMetrics, build_loggers, check_logger
+from pipelines.host_memory import keep_freed_memory
 from pipelines.runs.layout import CHECKPOINTS, DONE, FAILED, RunKey, run_folder
 from pipelines.runs.lock import RunLock
 from pipelines.runs.manifest import write_run_manifest
@@ -225,6 +226,7 @@ def train_and_evaluate(cfg: DictConfig, callbacks: list[Callback] | None = None)
     if (folder / DONE).exists():
         log.info("%s: finished already, skipped", folder)
         return folder
+    keep_freed_memory()  # a CPU step's large tensors reuse freed memory, without page faults (pipelines.host_memory)
     settings = TrainerSettings.of(cfg)  # bad or misspelt trainer settings fail here, before anything is written
     check_logger(cfg.logger.name)  # so do an unknown logger and a missing extra
     if not (isinstance(cfg.seed, int) and cfg.seed >= 0):

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from domains.atomic import write_json
 from domains.base import SequenceDataModule
 from models.gpt import GPT
+from pipelines.host_memory import allocator_state
 from pipelines.runs.layout import MANIFEST, RunKey
 
 PACKAGES = (
@@ -80,10 +81,12 @@ def file_hashes(repo: Path, paths: list[str]) -> dict[str, str | None]:
 
 def machine_state() -> dict[str, Any]:
     """What the speed (and on CPU the last bits) of a run depend on beyond the packages: the threads torch used,
-    the CPU, and the kernels and BLAS torch was built with."""
+    how freed memory is kept (speed only: pipelines.host_memory), the CPU, and the kernels and BLAS torch was built
+    with."""
     return {
         "threads": torch.get_num_threads(),
         "interop_threads": torch.get_num_interop_threads(),
+        "allocator": allocator_state(),
         "cpu_count": os.cpu_count(),
         **cpu_description(),
         "torch_build": torch_build(),
