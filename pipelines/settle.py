@@ -32,8 +32,10 @@ look on the seeds given, its family the encodings chosen (--encodings or --roste
 default; settle.json is written before anything trains, then the first look is trained and the design continued.
 
 --plan prints the current verdicts, the design and the runs the next look needs with their estimated cost (the
-median wall time of the encoding's finished runs: from the start of the process that finished a run, its log's
-name, to its done.json, start-up included), and trains nothing (nor writes the design).
+median over the encoding's finished runs of their CPU seconds per thread, their time on cores of their own however
+loaded the machine was; for runs recorded before CPU seconds, their wall time from the start of the process that
+finished a run, its log's name, to its done.json, start-up included: pipelines.launch.costs.MEASURES), and trains
+nothing (nor writes the design).
 
 --record fixes the design (when the runs folder has none), records this look and the runs the next one needs in
 settle.json, and trains nothing: a study published at this look (`make publish`) carries its design, and `make settle
@@ -43,6 +45,7 @@ WITH=<study>` trains the next look later, on another machine or in another sessi
 from __future__ import annotations
 
 import argparse
+import collections
 import itertools
 import os
 import sys
@@ -56,7 +59,7 @@ from pipelines.analysis.evidence import preset_of, require_finished
 from pipelines.analysis.loading import EvidenceError, LoadedRun, load_runs
 from pipelines.analysis.results import DomainResult
 from pipelines.experiment.config import config_options, domain_names, roster
-from pipelines.launch.costs import estimated_seconds, fmt_seconds, longest_first
+from pipelines.launch.costs import MEASURES, estimated_seconds, fmt_seconds, longest_first
 from pipelines.launch.designing import check_unchanged, design_in_advance, initial_design
 from pipelines.launch.jobs import ELSEWHERE, Job, check_joinable, plan
 from pipelines.launch.local import run_local, visible_gpus
@@ -296,20 +299,19 @@ def print_plan(result: DomainResult, jobs: list[Job], runs: list[LoadedRun]) -> 
     if not jobs:
         print("plan: nothing to train" + ("" if result.verdicts.next_runs else ": every pair is decided or capped"))
         return 0
-    total, without_start = 0.0, 0
+    total, used = 0.0, collections.Counter()
     print(f"plan: the next look needs {len(jobs)} runs:")
     for job in jobs:
-        seconds, started = estimated_seconds(runs, job.key.encoding)
+        seconds, measure = estimated_seconds(runs, job.key.encoding)
         total += seconds or 0.0
-        without_start += seconds is not None and not started
-        start_up = " and its start-up" if seconds is not None and not started else ""
+        if measure is not None:
+            used[measure] += 1
+        start_up = "" if measure is None or MEASURES[measure][2] else " and its start-up"
         print(f"  {job.label}  (about {fmt_seconds(seconds)}{start_up})")
-    how = "median wall time of the finished runs, process start-up included"
-    if without_start:
-        how = (
-            "median training and evaluation time of the finished runs; no run here has a log (train.*.out) to time "
-            "a process's start-up from: add it, several seconds a run"
-        )
+    how = "; ".join(
+        f"{'' if len(used) == 1 else f'{count} runs by '}the finished runs' median {MEASURES[measure][1]}"
+        for measure, count in sorted(used.items())
+    )
     print(f"plan: about {fmt_seconds(total)} of run time in all ({how})")
     return 0
 

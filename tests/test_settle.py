@@ -443,9 +443,34 @@ def test_plan_estimates_a_runs_wall_time_with_its_process_start_up(tmp_path, cap
     assert settle_module.main(command) == 0
     out = capsys.readouterr().out
     assert "  jsb/darope/seed3  (about 12 s)" in out
-    assert (
-        "plan: about 50 s of run time in all (median wall time of the finished runs, process start-up included)" in out
-    )
+    assert "plan: about 50 s of run time in all (the finished runs' median wall time, process start-up included)" in out
+
+
+def test_plan_prices_a_run_by_its_cpu_seconds_per_thread_where_recorded(tmp_path, capsys):
+    """Runs whose 12 s of wall time were shared with other work, recorded with 3 s of training CPU and 1 s of
+    scoring on 2 threads: 2 s a run, on cores of its own. darope's own runs lack the record: its wall time stays."""
+    fabricated_study(tmp_path / "runs")
+    for run in (tmp_path / "runs").glob("jsb/*/seed*"):
+        (run / "train.20250101T000000.4242.out").write_text("")
+        (run / "done.json").write_text(json.dumps({"finished": "2025-01-01T00:00:12.500000+00:00"}))
+        if run.parent.name == "darope":
+            continue
+        manifest = json.loads((run / "manifest.json").read_text())
+        manifest.update(train_cpu_seconds_this_process=3.0, machine={"threads": 2})
+        (run / "manifest.json").write_text(json.dumps(manifest))
+        summary_file = run / "metrics" / "summary.json"
+        summary = json.loads(summary_file.read_text())
+        assert list(summary["splits"]) == ["test"]
+        summary["splits"]["test"]["cpu_seconds"] = 1.0
+        summary_file.write_text(json.dumps(summary))
+    command = [*LEGACY, "--domain", "jsb", "--runs", str(tmp_path / "runs"), "--ref", "darope", "--plan"]
+    assert settle_module.main(command) == 0
+    out = capsys.readouterr().out
+    planned = [line for line in out.splitlines() if line.startswith("  jsb/")]
+    assert planned and all(
+        line.endswith("(about 12 s)" if "/darope/" in line else "(about 2 s and its start-up)") for line in planned
+    ), planned
+    assert "runs by the finished runs' median CPU seconds per thread: their time on cores of their own" in out
 
 
 def test_a_stopped_pair_carries_each_later_looks_holm_p_not_its_first(tmp_path, monkeypatch):

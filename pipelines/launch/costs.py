@@ -1,6 +1,7 @@
-"""What a finished run cost: its wall time (its log's start to its done.json, the process's start-up included: read
-from its folder, as no statistic needs them) and its training and evaluation time (its loaded manifest and its
-splits' speeds). make settle prices the next look with them, and a sweep and a look start their longest runs first
+"""What a finished run cost: its CPU seconds per thread (its manifest's and splits' records), its wall time (its log's
+start to its done.json, the process's start-up included: read from its folder, as no statistic needs them) and its
+training and evaluation time (its loaded manifest and its splits' speeds). make settle prices the next look with
+them, and a sweep and a look start their longest runs first
 (longest_first)."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import statistics
 from collections.abc import Callable
 from datetime import datetime, timezone
 
-from pipelines.analysis.cost import run_seconds
+from pipelines.analysis.cost import cpu_seconds, on_gpu, run_seconds, threads
 from pipelines.analysis.loading import LoadedRun
 from pipelines.launch.jobs import Job
 from pipelines.launch.local import log_started
@@ -32,17 +33,34 @@ def wall_seconds(run: LoadedRun) -> float | None:
     return (finished - max(starts)).total_seconds() if starts else None
 
 
-def estimated_seconds(runs: list[LoadedRun], encoding: str) -> tuple[float | None, bool]:
-    """(the median wall time of the encoding's finished runs (of every encoding's when it has none), whether it
-    includes the process start-up): their wall times from their logs (wall_seconds), else their training and
-    evaluation time (run_seconds), which leaves the start-up out."""
+def seconds_on_own_cores(run: LoadedRun) -> float | None:
+    """A finished CPU run's CPU seconds per thread (training and scoring, `pipelines.analysis.cost.cpu_seconds`):
+    what it takes on cores of its own, whatever shared them while it ran; None where its records predate CPU
+    seconds, or on a GPU."""
+    seconds = None if on_gpu(run) else cpu_seconds(run)
+    return None if seconds is None else seconds / threads(run)
+
+
+# How a run's time is estimated, best first: (the measure, what the plan says of it, whether it holds the start-up).
+MEASURES: tuple[tuple[Callable[[LoadedRun], float | None], str, bool], ...] = (
+    (seconds_on_own_cores, "CPU seconds per thread: their time on cores of their own, whatever else ran", False),
+    (wall_seconds, "wall time, process start-up included", True),
+    (run_seconds, "training and evaluation time; no run here has a log (train.*.out) to time a process's start-up "
+     "from: add it, several seconds a run", False),
+)  # fmt: skip
+
+
+def estimated_seconds(runs: list[LoadedRun], encoding: str) -> tuple[float | None, int | None]:
+    """(the median time of the encoding's finished runs by the first of MEASURES any of them has (every encoding's
+    runs where it has none), the index of that measure in MEASURES). CPU seconds first: a run's wall time
+    counts whatever shared its cores (a niced sweep beside development: KERPLE's 464 s read 55.7 min)."""
     finished = [run for run in runs if run.finished]
-    for measure, started in ((wall_seconds, True), (run_seconds, False)):
-        own = [s for r in finished if r.encoding == encoding and (s := measure(r)) is not None]
-        every = [s for r in finished if not r.derived and (s := measure(r)) is not None]
-        if own or every:
-            return statistics.median(own or every), started
-    return None, False
+    for pool in ([r for r in finished if r.encoding == encoding], [r for r in finished if not r.derived]):
+        for index, (measure, _, _) in enumerate(MEASURES):
+            figures = [s for r in pool if (s := measure(r)) is not None]
+            if figures:
+                return statistics.median(figures), index
+    return None, None
 
 
 def own_seconds(runs: list[LoadedRun], key: RunKey) -> float | None:
