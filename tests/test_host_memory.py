@@ -42,10 +42,11 @@ def test_kept_memory_is_reused_without_page_faults_and_resident_memory_stays_fla
     kept = training_steps("keep")
     assert kept["state"] == "glibc heap: mmap off, trim above 2 GiB"
     faults, resident = zip(*kept["steps"][4:], strict=True)  # after four warm-up steps
-    # a warm step faults in 1 MiB at most (the median: the heap may still grow once), against the 350-500 MiB of
-    # new pages a step faults in with glibc's defaults here
+    # A warm step faults in 1 MiB at most (the median: the heap may still grow now and then, by one step's worth
+    # where an aligned block does not fit a freed one), against the 350-500 MiB of new pages a step faults in with
+    # glibc's defaults here; over 8 steps the heap grows by less than half of that once, not by a step's worth a step.
     assert statistics.median(faults) < 256, faults
-    assert resident[-1] - resident[0] < 64, resident
+    assert resident[-1] - resident[0] < 160, resident
 
 
 def test_a_process_that_did_not_ask_keeps_glibcs_defaults():
