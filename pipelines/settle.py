@@ -306,11 +306,11 @@ def print_plan(result: DomainResult, jobs: list[Job], runs: list[LoadedRun]) -> 
         total += seconds or 0.0
         if measure is not None:
             used[measure] += 1
-        start_up = "" if measure is None or MEASURES[measure][2] else " and its start-up"
+        start_up = "" if measure is None or measure.with_start_up else " and its start-up"
         print(f"  {job.label}  (about {fmt_seconds(seconds)}{start_up})")
+    by = [(measure, count) for measure in MEASURES if (count := used[measure])]  # in MEASURES' order
     how = "; ".join(
-        f"{'' if len(used) == 1 else f'{count} runs by '}the finished runs' median {MEASURES[measure][1]}"
-        for measure, count in sorted(used.items())
+        f"{f'{count} runs by ' if len(by) > 1 else ''}the finished runs' median {measure.says}" for measure, count in by
     )
     print(f"plan: about {fmt_seconds(total)} of run time in all ({how})")
     return 0

@@ -10,6 +10,7 @@ import math
 import statistics
 from collections.abc import Callable
 from datetime import datetime, timezone
+from typing import NamedTuple
 
 from pipelines.analysis.cost import cpu_seconds, on_gpu, run_seconds, threads
 from pipelines.analysis.loading import LoadedRun
@@ -41,25 +42,33 @@ def seconds_on_own_cores(run: LoadedRun) -> float | None:
     return None if seconds is None else seconds / threads(run)
 
 
-# How a run's time is estimated, best first: (the measure, what the plan says of it, whether it holds the start-up).
-MEASURES: tuple[tuple[Callable[[LoadedRun], float | None], str, bool], ...] = (
-    (seconds_on_own_cores, "CPU seconds per thread: their time on cores of their own, whatever else ran", False),
-    (wall_seconds, "wall time, process start-up included", True),
-    (run_seconds, "training and evaluation time; no run here has a log (train.*.out) to time a process's start-up "
-     "from: add it, several seconds a run", False),
+class Measure(NamedTuple):
+    """One way to time a finished run, and what the plan says of it."""
+
+    seconds: Callable[[LoadedRun], float | None]
+    says: str
+    with_start_up: bool  # whether the figure holds the process's start-up
+
+
+# How a run's time is estimated, best first.
+MEASURES = (
+    Measure(seconds_on_own_cores, "CPU seconds per thread: their time on cores of their own, whatever else ran", False),
+    Measure(wall_seconds, "wall time, process start-up included", True),
+    Measure(run_seconds, "training and evaluation time; no run here has a log (train.*.out) to time a process's "
+            "start-up from: add it, several seconds a run", False),
 )  # fmt: skip
 
 
-def estimated_seconds(runs: list[LoadedRun], encoding: str) -> tuple[float | None, int | None]:
+def estimated_seconds(runs: list[LoadedRun], encoding: str) -> tuple[float | None, Measure | None]:
     """(the median time of the encoding's finished runs by the first of MEASURES any of them has (every encoding's
-    runs where it has none), the index of that measure in MEASURES). CPU seconds first: a run's wall time
-    counts whatever shared its cores (a niced sweep beside development: KERPLE's 464 s read 55.7 min)."""
+    runs where it has none), that measure). CPU seconds first: a run's wall time counts whatever shared its cores
+    (a niced sweep beside development: KERPLE's 464 s read 55.7 min)."""
     finished = [run for run in runs if run.finished]
     for pool in ([r for r in finished if r.encoding == encoding], [r for r in finished if not r.derived]):
-        for index, (measure, _, _) in enumerate(MEASURES):
-            figures = [s for r in pool if (s := measure(r)) is not None]
+        for measure in MEASURES:
+            figures = [s for r in pool if (s := measure.seconds(r)) is not None]
             if figures:
-                return statistics.median(figures), index
+                return statistics.median(figures), measure
     return None, None
 
 
