@@ -347,6 +347,29 @@ def test_an_encoding_joining_a_designed_study_keeps_the_studys_verdicts_and_gets
     assert {"jsb/darope/seed3", "jsb/rope10k/seed3"} <= set(planned)
 
 
+def test_the_references_next_seeds_are_planned_once_when_both_families_need_them(tmp_path, capsys, monkeypatch):
+    """A designed study (reference darope; rope10k open at look 1) joined by alibi at 3 seeds whose own family is open
+    too: both families call for darope's seeds 3 and 4, which one run each serves (the confirmatory JSB study's look 2
+    listed rope10k's twice, and the second copy met the first's run lock)."""
+    fabricated_study(tmp_path / "published_runs")
+    design = Design.grow(
+        [0, 1, 2], 10, ref="darope", encodings=("hope", "nope", "prope", "rope10k"), futility="small_delta"
+    )
+    (tmp_path / "published_runs" / "jsb" / "settle.json").write_text(
+        json.dumps({"design": design.to_json(), "looks": []})
+    )
+    export_study(tmp_path / "published_runs", ["jsb"], tmp_path / "study")
+    # alibi's differences to darope 0.04, 0.08, 0.12: Δ 0.08, t 3.5 on 2 df, open at alpha 0.0125 and not small
+    lm_domain(tmp_path / "local", "jsb", {"alibi": X + 0.08}, seed_step=0.05)
+    monkeypatch.setattr(settle_module, "check_joinable", lambda jobs, studies: None)  # fabricated manifests
+    args = [*LEGACY, "--domain", "jsb", "--runs", str(tmp_path / "local"), "--with", str(tmp_path / "study"), "--plan"]
+    assert settle_module.main(args) == 0
+    planned = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("  jsb/")]
+    assert sorted(planned) == sorted(
+        f"jsb/{name}/seed{seed}" for name in ("alibi", "darope", "rope10k") for seed in (3, 4)
+    )
+
+
 @pytest.mark.parametrize(("seeds", "max_seeds", "looks"), [(3, 3, [3]), (9, 10, [9, 10])])
 def test_the_command_that_fixed_a_design_continues_it_where_its_looks_collapsed(
     tmp_path, monkeypatch, capsys, seeds, max_seeds, looks

@@ -267,8 +267,10 @@ class SeedVerdicts:
 
     @property
     def next_runs(self) -> list[tuple[str, int]]:
-        """The runs the next look needs, of the design's family and of the joined one."""
-        return [*(self.family.next_runs if self.family else []), *(self.joined.next_runs if self.joined else [])]
+        """The runs the next look needs, of the design's family and of the joined one, each once: both families
+        call for the reference's new seeds, which one run serves."""
+        runs = [*(self.family.next_runs if self.family else []), *(self.joined.next_runs if self.joined else [])]
+        return list(dict.fromkeys(runs))
 
 
 def fallback_reference(evidence: Evidence) -> str:
