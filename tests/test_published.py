@@ -607,10 +607,11 @@ def test_the_published_synthetic_study_holds_the_cpu_preset_s_tasks_and_todays_c
 
 
 def test_the_published_study_across_domains_is_its_domains_studies_and_its_mean_rank_recomputes():
-    """docs/results/study-cpu: each domain's entries are those of the domain's own published study (a study
-    re-published without the cross-domain one being recomputed would differ here), and its mean rank is recomputed
-    from them independently: per domain, scipy's average ranks of the matched Δ among the encodings every domain
-    scored, then the mean over the domains (each synthetic study one domain, as in paper 000's Figure 3)."""
+    """docs/results/study-cpu: each domain's entries are those of the domain's own published study, the one its
+    record says it joined (a study re-published without the cross-domain one being recomputed would differ here), and
+    its mean rank is recomputed from them independently: per domain, scipy's average ranks of the matched Δ among the
+    encodings every domain scored, then the mean over the domains (each synthetic study one domain, as in paper 000's
+    Figure 3)."""
     from scipy.stats import rankdata
 
     from tests.sample_fixtures import REPO
@@ -619,8 +620,12 @@ def test_the_published_study_across_domains_is_its_domains_studies_and_its_mean_
     across = json.loads((results / "study-cpu" / "summary.json").read_text())
     domains = across["domains"]
     assert set(domains) >= {"jsb", "synthetic"}
+    # "none + docs/results/jsb-confirm + ...": no local runs, then the studies joined
+    local, *joined = across["runs"].split(" + ")
+    assert local == "none" and all(folder.startswith("docs/results/") for folder in joined)
+    studies = [json.loads((REPO / folder / "summary.json").read_text())["domains"] for folder in joined]
     for domain, entry in domains.items():
-        own = json.loads((results / f"{domain}-cpu" / "summary.json").read_text())["domains"][domain]
+        (own,) = [study[domain] for study in studies if domain in study]  # exactly one joined study holds it
         assert entry["encodings"] == own["encodings"], domain
     common = sorted(set.intersection(*(set(entry["encodings"]) for entry in domains.values())))
     ranks = {}
