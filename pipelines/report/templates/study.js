@@ -1,16 +1,25 @@
-// The study page's behaviour: sortable tables, the domain filter, the charts (vega-embed, embedded above), the YaRN
+// The study page's behaviour: sortable tables, the domain filter, the charts (vega-embed, carried packed above), the YaRN
 // toggle and the one-run view. It reads only the page: the specs and runs in the JSON script elements, the table
 // cells' data-value attributes (summary.json's numbers, written exactly).
 (async function () {
   "use strict";
 
-  // the JSON the page carries gzipped in base64 (pipelines.report.html._packed_json)
-  async function unpack(id) {
+  // what the page carries gzipped in base64 (pipelines.report.html._packed), as text
+  async function inflate(id) {
     const text = atob(document.getElementById(id).textContent.trim());
     const bytes = Uint8Array.from(text, (character) => character.charCodeAt(0));
     const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
-    return JSON.parse(await new Response(stream).text());
+    return new Response(stream).text();
   }
+
+  async function unpack(id) {
+    return JSON.parse(await inflate(id));
+  }
+
+  // the charting JavaScript, run as a script of the page: it defines window.vegaEmbed
+  const bundle = document.createElement("script");
+  bundle.textContent = await inflate("vega-bundle");
+  document.head.appendChild(bundle);
 
   const charts = await unpack("charts-data");
   const runs = new Map((await unpack("runs-data")).map((run) => [run.label, run]));
