@@ -3,6 +3,8 @@ number is known (tests/run_fixtures.py), and the command line `python -m pipelin
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import os
 import re
@@ -582,7 +584,9 @@ def test_the_analysis_and_the_report_are_functions_of_the_loaded_runs(tmp_path):
     for name in ("summary.md", "summary.json", "summary.csv", "index.html"):
         assert (from_loaded.parent / name).read_bytes() == (in_place.parent / name).read_bytes(), name
     page = (from_loaded.parent / "index.html").read_text()
-    assert "3.25" in page and "jsb/darope/seed0" in page  # the training log, loaded, reached the page
+    packed = re.search(r'id="runs-data">([^<]+)<', page)[1]
+    runs = {run["label"]: run for run in json.loads(gzip.decompress(base64.b64decode(packed)))}
+    assert [2, 3.25] in [row[1:] for row in runs["jsb/darope/seed0"]["train"]]  # the training log, loaded, on the page
     # the one-run view holds every finished run's test examples, a YaRN entry's included
     records = {record["label"]: record for record in page_runs.run_records(analysed)}
     assert records["maestro/rope10k+yarn/seed0"]["total_examples"] == 5
