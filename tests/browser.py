@@ -1,7 +1,8 @@
 """Headless Chromium for the study page's tests (tests/test_study_page.py) and its screenshots: Debian's `chromium`
 (.ci/run installs it with apt where it is missing) driven by Playwright's Python package, which is told where the
 browser is and never downloads one. The network is off: the context is offline and every request that is not for a
-file:// or data: URL is aborted and recorded, so a page that reaches for a CDN fails its test.
+file:// or data: URL is aborted and recorded, so a page that reaches for a CDN fails its test. Also the page's
+packed script elements as its script reads them (`inflated`, `unpacked`).
 
     python -m tests.browser PAGE.html OUT.png WIDTH     # a full-page screenshot at WIDTH CSS pixels (at most
                                                         # SCREENSHOT_BYTES: else the top of the page that fits)
@@ -9,14 +10,31 @@ file:// or data: URL is aborted and recorded, so a page that reaches for a CDN f
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import gzip
+import json
 import os
+import re
 import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+
+def inflated(page: str, element_id: str) -> str:
+    """The text of the page's packed script element `element_id` (gzipped, base64: pipelines.report.html._packed),
+    as study.js inflates it."""
+    (packed,) = re.findall(rf'id="{element_id}">([^<]+)<', page)
+    return gzip.decompress(base64.b64decode(packed.strip())).decode()
+
+
+def unpacked(page: str, element_id: str):
+    """The JSON of the page's packed script element `element_id` (the chart specs, the runs' records)."""
+    return json.loads(inflated(page, element_id))
+
 
 CHROMIUM_FLAGS = [
     "--headless=new",

@@ -4,7 +4,6 @@ folders, a damaged row is refused by its file and line, and a study of format 3 
 
 from __future__ import annotations
 
-import base64
 import gzip
 import json
 
@@ -20,6 +19,7 @@ from pipelines.runs.published_join import materialize
 from pipelines.runs.published_read import read_study
 from pipelines.runs.published_training import TRAINING_HEADER, training_file
 from pipelines.runs.train_log import read_training_curves
+from tests.browser import unpacked
 from tests.run_fixtures import edit_study_file, lm_domain
 
 X = np.array([0.2, 1.4, 0.6, 2.5, 1.0, 0.8])
@@ -43,8 +43,7 @@ def _runs_with_logs(root):
 
 
 def _runs_data(page: str) -> dict[str, list]:
-    packed = page.split('id="runs-data">', 1)[1].split("</script>", 1)[0]
-    return {run["label"]: run["train"] for run in json.loads(gzip.decompress(base64.b64decode(packed.strip())))}
+    return {run["label"]: run["train"] for run in unpacked(page, "runs-data")}
 
 
 def test_a_published_runs_log_reads_back_as_written_and_its_page_draws_the_same_curves(tmp_path):

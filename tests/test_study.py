@@ -3,8 +3,6 @@ number is known (tests/run_fixtures.py), and the command line `python -m pipelin
 
 from __future__ import annotations
 
-import base64
-import gzip
 import json
 import os
 import re
@@ -21,6 +19,7 @@ from pipelines.compare import main
 from pipelines.inspection.recency import LayerRecency, RecencyProfile
 from pipelines.report import page_runs
 from pipelines.report.study import write_study_report
+from tests.browser import unpacked
 from tests.run_fixtures import (
     CONTEXT,
     INSTANCE_TOKENS,
@@ -584,8 +583,7 @@ def test_the_analysis_and_the_report_are_functions_of_the_loaded_runs(tmp_path):
     for name in ("summary.md", "summary.json", "summary.csv", "index.html"):
         assert (from_loaded.parent / name).read_bytes() == (in_place.parent / name).read_bytes(), name
     page = (from_loaded.parent / "index.html").read_text()
-    packed = re.search(r'id="runs-data">([^<]+)<', page)[1]
-    runs = {run["label"]: run for run in json.loads(gzip.decompress(base64.b64decode(packed)))}
+    runs = {run["label"]: run for run in unpacked(page, "runs-data")}
     assert [2, 3.25] in [row[1:] for row in runs["jsb/darope/seed0"]["train"]]  # the training log, loaded, on the page
     # the one-run view holds every finished run's test examples, a YaRN entry's included
     records = {record["label"]: record for record in page_runs.run_records(analysed)}

@@ -8,8 +8,6 @@ published JSB study's page must show its own summary.json's numbers (a page left
 
 from __future__ import annotations
 
-import base64
-import gzip
 import json
 import math
 import re
@@ -28,7 +26,7 @@ from pipelines.report.html import INDEX, PAGE_BUDGET, vega_bundle
 from pipelines.runs.layout import TRAIN_METRICS, RunFolder, RunKey
 from pipelines.runs.metrics import RunFileError
 from pipelines.runs.train_log import read_training_curves
-from tests.browser import browser, open_page, why_no_browser
+from tests.browser import browser, inflated, open_page, unpacked, why_no_browser
 from tests.run_fixtures import lm_domain, section, study, write_csv
 from tests.test_study import _study_tree
 
@@ -86,8 +84,7 @@ def test_compare_writes_one_self_contained_page_beside_summary_md(fabricated):
     page = (out / INDEX).read_text()
     assert 400_000 < len(page.encode()) < PAGE_BUDGET  # the packed charting JavaScript, then the study's data
     # the charting JavaScript is carried once, packed, never fetched
-    (bundle,) = re.findall(r'id="vega-bundle">([^<]+)<', page)
-    script = gzip.decompress(base64.b64decode(bundle)).decode()
+    script = inflated(page, "vega-bundle")
     assert script == vega_bundle() and script.count("window.vegaEmbed=") == 1
     assert "vegaEmbed=" not in page and "<script src" not in page
     for reference in ('src="http', 'href="http', "src='http", "//cdn", "@import"):
@@ -399,9 +396,8 @@ def test_a_page_over_budget_is_refused_and_the_previous_results_stay(tmp_path, m
 
 
 def _runs_data(page: str) -> list[dict]:
-    """The per-run records a page embeds (gzipped JSON, base64), as its script inflates them."""
-    packed = page.split('id="runs-data">', 1)[1].split("</script>", 1)[0]
-    return json.loads(gzip.decompress(base64.b64decode(packed.strip())))
+    """The per-run records a page embeds, as its script inflates them."""
+    return unpacked(page, "runs-data")
 
 
 def test_a_page_over_budget_shows_fewer_examples_per_run_and_fits(tmp_path, monkeypatch):
@@ -521,8 +517,7 @@ def test_the_forest_marks_a_verdict_by_shape_as_well_as_colour(fabricated):
     from pipelines.report.page_charts import VERDICT_COLOURS, VERDICT_SHAPES
 
     out, _ = fabricated
-    packed = re.search(r'id="charts-data">([^<]+)<', (out / INDEX).read_text())[1]
-    charts = json.loads(gzip.decompress(base64.b64decode(packed)))
+    charts = unpacked((out / INDEX).read_text(), "charts-data")
     forests = [spec for name, spec in charts.items() if name.startswith("forest-")]
     assert forests and len(set(VERDICT_SHAPES.values())) == len(VERDICT_SHAPES) == len(VERDICT_COLOURS)
     for spec in forests:
@@ -575,8 +570,7 @@ def test_a_drawn_interval_excludes_zero_exactly_when_the_verdict_is_better_or_wo
         lo, hi = float(delta[1]), float(delta[2])
         assert (lo > 0 or hi < 0) == (verdict in ("better", "worse")), (domain, encoding, verdict, lo, hi)
         checked += 1
-    packed = re.search(r'id="charts-data">([^<]+)<', page)[1]
-    charts = json.loads(gzip.decompress(base64.b64decode(packed)))
+    charts = unpacked(page, "charts-data")
     for name, spec in charts.items():
         if name.startswith("forest-"):
             for point in spec["layer"][-1]["data"]["values"]:
