@@ -30,6 +30,7 @@ from pipelines.analysis.pilot import (
     run_core_seconds,
     validation_by_seed,
 )
+from pipelines.experiment.config import encoding_name
 from pipelines.runs.published_format import STUDY
 from pipelines.runs.published_join import joined_runs, joined_scratch
 from pipelines.runs.published_read import read_studies
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipelines.pilot", description=__doc__.split("\n\n")[0])
     parser.add_argument("--domain", required=True)
     parser.add_argument("--arm", action="append", required=True, metavar="NAME=FOLDER")
-    parser.add_argument("--encodings", nargs="+", required=True)
+    parser.add_argument("--encodings", nargs="+", type=encoding_name, required=True)
     parser.add_argument("--refs", nargs="+", default=["rope10k"])
     parser.add_argument("--effect", type=float, default=0.02, help="the difference to detect, in the metric's units")
     parser.add_argument("--roster-size", type=int, default=24, help="encodings a study under the arm would train")

@@ -58,7 +58,7 @@ from pipelines.analysis.domain import analyse_domain
 from pipelines.analysis.evidence import preset_of, require_finished
 from pipelines.analysis.loading import EvidenceError, LoadedRun, load_runs
 from pipelines.analysis.results import DomainResult
-from pipelines.experiment.config import config_options, domain_names, roster
+from pipelines.experiment.config import config_options, domain_names, encoding_name, roster
 from pipelines.launch.costs import MEASURES, estimated_seconds, fmt_seconds, longest_first
 from pipelines.launch.designing import check_unchanged, design_in_advance, initial_design
 from pipelines.launch.jobs import ELSEWHERE, Job, check_joinable, plan
@@ -326,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     choice.add_argument(
         "--encodings",
         nargs="+",
+        type=encoding_name,
         help="settle only these encodings (pe config ids) against the reference (--ref, default "
         f"{DEFAULT_REF}, read whether listed or not); without --ref, {DEFAULT_REF} must have finished runs",
     )

@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 from pipelines.analysis.loading import EvidenceError, LoadedRun, load_runs
-from pipelines.experiment.config import config_options, domain_names, roster
+from pipelines.experiment.config import config_options, domain_names, encoding_name, roster
 from pipelines.launch.costs import longest_first
 from pipelines.launch.jobs import ELSEWHERE, Job, check_joinable, plan, unpublished
 from pipelines.launch.local import run_local, visible_gpus
@@ -72,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--domain", required=True, help=f"one of {', '.join(domain_names())}, or all")
     parser.add_argument("--roster", default="paper", choices=config_options("roster"))
-    parser.add_argument("--encodings", nargs="+", help="pe configs to run instead of a roster, e.g. nope rope10k")
+    parser.add_argument(
+        "--encodings", nargs="+", type=encoding_name, help="pe configs to run instead of a roster, e.g. nope rope10k"
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--preset", default="tiny", choices=config_options("preset"))
     parser.add_argument(

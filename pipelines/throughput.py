@@ -40,7 +40,7 @@ from pipelines.benchmarks.data_report import print_loader_table, print_table, wr
 from pipelines.benchmarks.loader import measure_loaders
 from pipelines.benchmarks.model_report import context_table, peak_line, preset_table, progress_line, write_outputs
 from pipelines.benchmarks.step import matmul_peak
-from pipelines.experiment.config import config_options, datamodule_class, domain_names
+from pipelines.experiment.config import config_options, datamodule_class, domain_names, encoding_name
 from pipelines.host_memory import keep_freed_memory
 
 CONTEXTS = (256, 512, 1024, 2048, 4096, 8192)
@@ -103,7 +103,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--domains", nargs="+", default=domain_names(), choices=config_options("domain"))
     parser.add_argument("--preset", default="tiny", choices=config_options("preset"))
     parser.add_argument("--roster", default="full", choices=config_options("roster"))
-    parser.add_argument("--encodings", nargs="+", default=None, help="a subset of the roster (the reference is kept)")
+    parser.add_argument(
+        "--encodings",
+        nargs="+",
+        type=encoding_name,
+        default=None,
+        help="a subset of the roster (the reference is kept)",
+    )
     parser.add_argument("--ref", default="rope10k", help="the encoding every ratio is taken against")
     parser.add_argument("--batch-size", type=int, default=None, help="sequences per step (default: the preset's)")
     parser.add_argument("--dtype", nargs="+", default=["fp32"], choices=["fp32", "bf16"])

@@ -421,6 +421,26 @@ def test_encodings_settles_those_encodings_against_the_reference_and_refuses_wit
     assert " nope vs darope: " in capsys.readouterr().out
 
 
+def test_an_override_written_after_encodings_is_refused_before_a_design_is_fixed(tmp_path, capsys):
+    """`--seeds 10 11 12 --encodings alibi model.n_layer=2`: argparse reads the override as one more encoding, so
+    the design would be fixed with `model.n_layer=2` among its encodings and its runs trained without the override;
+    refused, saying where overrides go, and nothing is written. The same names before --encodings are taken."""
+    runs = tmp_path / "runs"
+    command = [*LEGACY, "--domain", "jsb", "--runs", str(runs), "--seeds", "10", "11", "12", "--record"]
+    with pytest.raises(SystemExit) as exit_:
+        settle_module.main([*command, "--encodings", "alibi", "model.n_layer=2"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --encodings: 'model.n_layer=2' is not an encoding (configs/pe/)" in err
+    assert "put overrides before --encodings or after --" in err
+    with pytest.raises(SystemExit):
+        settle_module.main([*command, "--encodings", "alibi", "nopee"])
+    assert "'nopee' is not an encoding (configs/pe/); valid: alibi, " in capsys.readouterr().err
+    assert not runs.exists()
+    assert settle_module.main([*command, "model.n_layer=2", "--encodings", "alibi"]) == 0
+    assert json.loads((runs / "jsb" / "settle.json").read_text())["design"]["encodings"] == ["alibi"]
+
+
 def test_a_settle_waiting_for_another_processs_runs_sleeps_between_looks(tmp_path, monkeypatch, capsys):
     import time
 

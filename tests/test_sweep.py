@@ -73,6 +73,16 @@ def test_a_sweep_of_the_synthetic_domain_trains_the_preset_s_own_tasks_and_every
     assert cpu.tokens_per_step == 32 * 32 and cpu.max_steps == 600
 
 
+def test_a_sweep_refuses_an_encoding_name_with_no_config_before_anything_trains(tmp_path, capsys):
+    from pipelines.sweep import main as sweep_main
+
+    with pytest.raises(SystemExit) as exit_:
+        sweep_main(["--domain", "jsb", "--runs", str(tmp_path), "--encodings", "nope", "trainer.max_steps=900"])
+    assert exit_.value.code == 2
+    assert "'trainer.max_steps=900' is not an encoding (configs/pe/)" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 AWKWARD = ["résumé/runs", 'it\'s "quoted" [1], a=b/runs', "x${y}\\/runs"]  # outside ASCII; quotes, brackets, =, ${
 
 

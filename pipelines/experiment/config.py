@@ -8,6 +8,7 @@ those of `configs/roster/`.
 
 from __future__ import annotations
 
+import argparse
 import re
 from collections.abc import Sequence
 from functools import cache
@@ -91,6 +92,20 @@ def roster(name: str) -> list[str]:
     if unknown:
         raise ValueError(f"{path}: entries {unknown} have no config in configs/pe/")
     return encodings
+
+
+def encoding_name(name: str) -> str:
+    """An argparse `type` for --encodings: a configs/pe id, else an error naming it. A Hydra override (key=value)
+    written after --encodings is read as one more name (nargs="+"); said so, since otherwise a design would be fixed
+    with it as an encoding and its runs trained without it."""
+    if name in config_options("pe"):
+        return name
+    hint = (
+        "; a Hydra override after --encodings is read as an encoding: put overrides before --encodings or after --"
+        if "=" in name
+        else f"; valid: {', '.join(config_options('pe'))}"
+    )
+    raise argparse.ArgumentTypeError(f"{name!r} is not an encoding (configs/pe/){hint}")
 
 
 def describe_roster(name: str, domain: str, preset: str) -> list[dict]:
