@@ -19,12 +19,16 @@ from tests.run_fixtures import lm_domain, section, study
 X = np.array([0.2, 1.4, 0.6, 2.5, 1.0, 0.8])
 
 
-def loaded(encoding, seed, *, train=None, cpu=None, splits=None, threads=None, device="cpu", status=FINISHED):
+def loaded(
+    encoding, seed, *, train=None, cpu=None, splits=None, threads=None, device="cpu", status=FINISHED, totals=None
+):
     manifest = {"device": device}
     if train is not None:
         manifest["train_seconds_this_process"] = train
     if cpu is not None:
         manifest["train_cpu_seconds_this_process"] = cpu
+    if totals is not None:  # (wall, CPU) over every process of a resumed run, as manifests record them now
+        manifest["train_seconds"], manifest["train_cpu_seconds"] = totals
     if threads is not None:
         manifest["machine"] = {"threads": threads}
     key = RunKey("jsb", None, encoding, seed)
@@ -80,6 +84,23 @@ def test_a_run_that_records_its_cpu_seconds_costs_them_whatever_shared_its_cores
     older = "; 1 recorded before that count wall-clock seconds, not CPU time: runs that shared their cores with "
     assert timing_sentence(cost).endswith(older + "other work record more than they needed alone.")
     assert timing_sentence(runs_cost(runs[1:2])).startswith("Wall-clock seconds, not CPU time")
+
+
+def test_a_resumed_run_costs_every_process_that_trained_it_where_its_manifest_records_them():
+    """A run resumed across sessions: 700 CPU seconds before its checkpoint, 300 after (its last process); counted
+    1,000 + its scoring. A total of null (resumed from a checkpoint older than the record) and a manifest without
+    totals count the last process, the lower bound older studies state; wall seconds likewise."""
+    scored = {"test": {"tokens": 3000, "tokens_per_s": 100.0, "cpu_seconds": 10.0}}
+    walled = {"test": {"tokens": 3000, "tokens_per_s": 100.0}}
+    runs = [
+        loaded("rope10k", 0, train=320.0, cpu=300.0, totals=(760.0, 1000.0), splits=scored),  # 1000 + 10
+        loaded("rope10k", 1, train=320.0, cpu=300.0, totals=(None, None), splits=scored),  # 300 + 10
+        loaded("alibi", 0, train=320.0, cpu=300.0, splits=scored),  # 300 + 10: an older manifest
+        loaded("alibi", 1, train=320.0, totals=(760.0, None), splits=walled, threads=2),  # (760 + 30) x 2
+    ]
+    cost = runs_cost(runs)
+    assert cost.core_seconds == pytest.approx({"rope10k": 1010.0 + 310.0, "alibi": 310.0 + 1580.0})
+    assert (cost.cpu_timed, cost.wall_timed) == (3, 1)
 
 
 def timed_study(root: Path) -> None:

@@ -120,6 +120,10 @@ def test_the_csv_holds_each_step_once_with_its_loss_lr_and_grad_norm_the_validat
     # its cost in CPU seconds beside the wall seconds (pipelines.analysis.cost): a fit of one process takes some
     scored = json.loads((folder / "metrics" / "summary.json").read_text())["splits"]
     assert manifest["train_cpu_seconds_this_process"] > 0 and manifest["train_seconds_this_process"] > 0
+    # a run trained in one process: its whole fit is that process's
+    assert manifest["resumed_at_step"] == 0
+    assert manifest["train_cpu_seconds"] == manifest["train_cpu_seconds_this_process"]
+    assert manifest["train_seconds"] == manifest["train_seconds_this_process"]
     assert all(entry["cpu_seconds"] > 0 for entry in scored.values() if "tokens" in entry)
 
 

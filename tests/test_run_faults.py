@@ -13,12 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from lightning.pytorch.callbacks import Callback
 
 from pipelines.experiment.config import compose_config
 from pipelines.experiment.training import train_and_evaluate
 from pipelines.runs import lock as run_lock
-from pipelines.runs.layout import TRAIN_METRICS, run_folder
+from pipelines.runs.layout import CHECKPOINTS, TRAIN_METRICS, run_folder
 from pipelines.runs.lock import LOCK, RunLock, RunLockedError
 from tests.log_fixtures import train_losses
 
@@ -168,10 +169,20 @@ def test_a_run_resumed_after_its_last_checkpoint_records_its_training_speed(tmp_
     cfg = config(tmp_path)  # 6 steps, a checkpoint every 3: the last one at step 6
     with pytest.raises(RuntimeError, match="killed after training"):
         train_and_evaluate(cfg, callbacks=[KillAfterTraining()])
+    checkpoint = run_folder(cfg) / CHECKPOINTS / "last.ckpt"
+    checkpointed = torch.load(checkpoint, weights_only=False)["callbacks"]["TrainMetrics"]
     folder = train_and_evaluate(cfg)  # resumes at step 6: nothing left to train
     manifest = json.loads((folder / "manifest.json").read_text())
-    assert manifest["steps"] == 6
+    assert manifest["steps"] == 6 and manifest["resumed_at_step"] == 6
     assert manifest["tokens_per_s"] > 0  # the time and tokens of the six steps came back with the checkpoint
+    # what the run cost counts the killed process's fit (up to its checkpoint) and this one's
+    assert checkpointed["fit_cpu_seconds"] > 0 and checkpointed["fit_seconds"] > 0
+    assert manifest["train_cpu_seconds"] == pytest.approx(
+        checkpointed["fit_cpu_seconds"] + manifest["train_cpu_seconds_this_process"]
+    )
+    assert manifest["train_seconds"] == pytest.approx(
+        checkpointed["fit_seconds"] + manifest["train_seconds_this_process"]
+    )
 
 
 # ---- beyond the reported cases: other counts, other readers ------------------------------------------------------

@@ -4,11 +4,13 @@
     core-seconds of a run = its CPU seconds (training and every scored split), where its records hold them;
                             else (training seconds + evaluation seconds) x threads
 
-- CPU seconds: the manifest's `train_cpu_seconds_this_process` and each split's `cpu_seconds` (metrics/summary.json):
-  every thread of the run's process, so what the run held of the cores whatever else shared them (recorded since
+- CPU seconds: the manifest's `train_cpu_seconds` and each split's `cpu_seconds` (metrics/summary.json): every
+  thread of the run's processes, so what the run held of the cores whatever else shared them (recorded since
   issue 50; a run's figure does not grow when it trained beside other work);
-- training seconds: the manifest's `train_seconds_this_process` (the fit, its validation passes included); a run
-  resumed after an interruption records its last process only, so the figure is a lower bound for such a run;
+- training seconds: the manifest's `train_seconds` (the fit, its validation passes included);
+- a run resumed after an interruption counts every process that trained it, up to the checkpoint each later one
+  resumed from (the checkpoint carries the figures); a run recorded before that (only `train_cpu_seconds_this_process`
+  and `train_seconds_this_process`), or resumed from such a checkpoint, counts its last process: a lower bound;
 - evaluation seconds: each evaluated split's tokens / its tokens per second (the scoring after training); a YaRN
   entry (`rope10k+yarn`) trains nothing and counts its own evaluation, under its rope encoding;
 - threads: the manifest's `machine.threads` (the torch threads the run used); 1 where a manifest predates that
@@ -31,10 +33,20 @@ from pipelines.runs.layout import DERIVED_MARK
 DECIDING = ("better", "worse", "equivalent")
 
 
+def fit_seconds(manifest: dict, cpu: bool) -> float | None:
+    """A trained run's fit in wall (or CPU) seconds: over all of its processes where recorded, else its last
+    process's (a lower bound for a run resumed before the total was recorded); None where neither is."""
+    prefix = "train_cpu_seconds" if cpu else "train_seconds"
+    for key in (prefix, f"{prefix}_this_process"):
+        if isinstance(value := manifest.get(key), int | float) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
 def run_seconds(run: LoadedRun) -> float | None:
     """A finished run's process seconds: its training (none for a YaRN entry) and evaluation; None when a trained
     run's manifest records no training time."""
-    seconds = 0.0 if run.derived else run.manifest.get("train_seconds_this_process")
+    seconds = 0.0 if run.derived else fit_seconds(run.manifest, cpu=False)
     if not isinstance(seconds, int | float):
         return None
     for entry in run.splits.values():
@@ -46,7 +58,7 @@ def run_seconds(run: LoadedRun) -> float | None:
 def cpu_seconds(run: LoadedRun) -> float | None:
     """A finished run's CPU seconds, training (none for a YaRN entry) and every scored split; None where its records
     predate them."""
-    seconds = 0.0 if run.derived else run.manifest.get("train_cpu_seconds_this_process")
+    seconds = 0.0 if run.derived else fit_seconds(run.manifest, cpu=True)
     scored = [entry.get("cpu_seconds") for entry in run.splits.values() if entry.get("tokens")]
     if not isinstance(seconds, int | float) or not all(isinstance(s, int | float) for s in scored):
         return None

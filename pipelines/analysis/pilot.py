@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipelines.analysis.cost import cpu_seconds, on_gpu, threads
+from pipelines.analysis.cost import cpu_seconds, fit_seconds, on_gpu, threads
 from pipelines.analysis.loading import TEST_SPLIT, LoadedRun
 from pipelines.analysis.verdict import MAX_SEEDS_NEEDED, seeds_needed
 
@@ -65,10 +65,10 @@ def run_core_seconds(run: LoadedRun) -> float | None:
         return None
     test = run.splits.get(TEST_SPLIT) or {}
     measured = cpu_seconds(run) is not None
+    training = fit_seconds(run.manifest, cpu=measured)
     if measured:
-        training, scoring = run.manifest["train_cpu_seconds_this_process"], test.get("cpu_seconds")
+        scoring = test.get("cpu_seconds")
     else:
-        training = run.manifest.get("train_seconds_this_process")
         scoring = test["tokens"] / test["tokens_per_s"] if test.get("tokens") and test.get("tokens_per_s") else None
     if not isinstance(training, int | float) or not isinstance(scoring, int | float):
         return None

@@ -55,12 +55,26 @@ class TrainMetrics(Callback):
         self.tokens = 0
         # (step, loss on the device, lr, the step's pre-clip gradient norm on the device or None)
         self._pending: list[tuple[int, torch.Tensor, float, torch.Tensor | None]] = []
+        # the fit's wall and CPU seconds in the processes before this one, up to the checkpoint it resumed from (a
+        # run resumed across sessions costs all of its processes); None: a checkpoint from before they were kept
+        self.earlier_fit_seconds: float | None = 0.0
+        self.earlier_fit_cpu_seconds: float | None = 0.0
+        self._fit_began, self._fit_cpu_began = time.perf_counter(), time.process_time()
 
-    def state_dict(self) -> dict[str, float]:
-        return {"seconds": self.seconds, "tokens": self.tokens}
+    def state_dict(self) -> dict[str, float | None]:
+        return {
+            "seconds": self.seconds,
+            "tokens": self.tokens,
+            "fit_seconds": _plus(self.earlier_fit_seconds, time.perf_counter() - self._fit_began),
+            "fit_cpu_seconds": _plus(self.earlier_fit_cpu_seconds, time.process_time() - self._fit_cpu_began),
+        }
 
-    def load_state_dict(self, state: dict[str, float]) -> None:
+    def load_state_dict(self, state: dict[str, float | None]) -> None:
         self.seconds, self.tokens = float(state["seconds"]), int(state["tokens"])
+        self.earlier_fit_seconds, self.earlier_fit_cpu_seconds = state.get("fit_seconds"), state.get("fit_cpu_seconds")
+
+    def on_fit_start(self, trainer, module) -> None:
+        self._fit_began, self._fit_cpu_began = time.perf_counter(), time.process_time()
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
         if trainer.global_step != getattr(self, "_step", None):  # the first (micro-)batch of an optimiser step
@@ -110,6 +124,10 @@ class TrainMetrics(Callback):
     @property
     def tokens_per_s(self) -> float | None:
         return self.tokens / self.seconds if self.seconds else None
+
+
+def _plus(earlier: float | None, now: float) -> float | None:
+    return None if earlier is None else earlier + now
 
 
 def check_logger(name: str) -> None:

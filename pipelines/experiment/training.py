@@ -259,9 +259,10 @@ def _train_and_evaluate(
     module = DecoderLM(model=model_cfg, optim=optim, seed=cfg.seed, compile=settings.compile)
     resume = folder / CHECKPOINTS / "last.ckpt"
     metrics = TrainMetrics(settings.ckpt_every)
+    resumed_at = restored_step(resume)
     loggers = build_loggers(
         folder,
-        restored_step(resume),
+        resumed_at,
         RunKey.of_config(cfg).label,
         **OmegaConf.to_container(cfg.logger, resolve=True),
     )
@@ -324,6 +325,9 @@ def _train_and_evaluate(
         tokens_per_s=metrics.tokens_per_s,
         train_seconds=train_seconds,
         train_cpu_seconds=train_cpu_seconds,
+        earlier_seconds=metrics.earlier_fit_seconds,
+        earlier_cpu_seconds=metrics.earlier_fit_cpu_seconds,
+        resumed_at=resumed_at,
         steps=trainer.global_step,
         device=str(device),
     )

@@ -143,6 +143,9 @@ def write_run_manifest(
     tokens_per_s: float | None,
     train_seconds: float,
     train_cpu_seconds: float,
+    earlier_seconds: float | None = 0.0,
+    earlier_cpu_seconds: float | None = 0.0,
+    resumed_at: int = 0,
     steps: int,
     device: str,
 ) -> dict[str, Any]:
@@ -171,6 +174,11 @@ def write_run_manifest(
         # CPU seconds of every thread of this process (thread loader workers included; process workers are not):
         # what a run cost in core-seconds, whatever else shared the cores (pipelines.analysis.cost)
         "train_cpu_seconds_this_process": train_cpu_seconds,
+        # the whole fit over every process that trained the run (a resumed run: the earlier ones up to the checkpoint
+        # it resumed from, kept in the checkpoint); null where that checkpoint predates the record
+        "resumed_at_step": resumed_at,
+        "train_seconds": None if earlier_seconds is None else earlier_seconds + train_seconds,
+        "train_cpu_seconds": None if earlier_cpu_seconds is None else earlier_cpu_seconds + train_cpu_seconds,
         "steps": steps,
         "device": device,
         "machine": machine_state(),
