@@ -644,7 +644,8 @@ def test_the_published_maestro_study_scores_the_whole_protocol_test_split_and_to
     """docs/results/maestro-cpu: the full roster and roster 2 at seeds 0-2 (issue 32), every run scored on the whole
     test split of the paper's protocol (64 performances in 729 chunks) and the 2x and 4x windows over them (591, 280),
     the YaRN runs beside their rope runs, make settle's design fixed over every baseline against rope10k, every file
-    under 2 MB, and a run composed today at the preset still joins it."""
+    under 2 MB, and a run composed today at the preset with the settings it had then (4 layers, 300 steps; the
+    preset has 2 and 600 since issue 48's pilot) still joins it."""
     from omegaconf import OmegaConf
 
     from pipelines.runs.settings import fixed_properties
@@ -666,7 +667,8 @@ def test_the_published_maestro_study_scores_the_whole_protocol_test_split_and_to
         assert sizes == [729, 591, 280] or ("+yarn" in label and sizes == [0, 591, 280]), (label, sizes)
     assert max(path.stat().st_size for path in folder.rglob("*") if path.is_file()) < 2_000_000
     fixed = study.study["holds_fixed"]["maestro"]
-    cfg = compose_config(["domain=maestro", "preset=cpu", "pe=hope", "seed=5"])
+    then = ["model.n_layer=4", "trainer.max_steps=300"]
+    cfg = compose_config(["domain=maestro", "preset=cpu", "pe=hope", "seed=5", *then])
     mine = fixed_properties({"config": OmegaConf.to_container(cfg, resolve=True), "data_hashes": {}})
     assert {**mine, **{k: v for k, v in fixed.items() if k.startswith("data_hashes.")}} == fixed
 
