@@ -673,6 +673,28 @@ def test_the_published_maestro_study_scores_the_whole_protocol_test_split_and_to
     assert {**mine, **{k: v for k, v in fixed.items() if k.startswith("data_hashes.")}} == fixed
 
 
+@pytest.mark.parametrize(
+    ("study", "family", "settings"),
+    [
+        ("maestro-confirm", sorted((set(roster("full")) | ROSTER_2) - {"rope10k"}), "the cpu preset"),
+        ("maestro-patterns", sorted(set(roster("patterns")) - {"rope10k"}), "model.n_layer=4 trainer.max_steps=900"),
+    ],
+)
+def test_maestros_new_studies_keep_the_designs_fixed_before_their_runs(study, family, settings):
+    """docs/results/maestro-confirm and maestro-patterns (issue 48) were designed before any of their runs, and their
+    READMEs state the design: the settle record holds it (a republished look may add looks, not change it)."""
+    from tests.sample_fixtures import REPO
+
+    folder = REPO / "docs" / "results" / study
+    design = json.loads((folder / "settle" / "maestro.json").read_text())["design"]
+    assert (design["ref"], design["ref_rule"], design["encodings"]) == ("rope10k", "default", family)
+    assert (design["seeds"], design["looks"], design["alpha"]) == (list(range(10, 20)), [3, 5, 8, 10], 0.05)
+    assert design["futility"] == "interval"
+    readme = " ".join((folder / "README.md").read_text().split())
+    assert "seeds 10-19" in readme and "looks at 3, 5, 8 and 10 seeds" in readme and settings in readme
+    assert [name for name in family if not re.search(rf"(?<![\w-]){name}(?![\w-])", readme)] == []
+
+
 MACHINE_PATH = re.compile(r"(?<![\w.~])/(?:work|tmp|home|root|Users|mnt|var|opt|srv|private|scratch)/")
 
 
