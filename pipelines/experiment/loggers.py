@@ -62,12 +62,21 @@ class TrainMetrics(Callback):
         self._fit_began, self._fit_cpu_began = time.perf_counter(), time.process_time()
 
     def state_dict(self) -> dict[str, float | None]:
+        fit_seconds, fit_cpu_seconds = self.whole_fit(
+            time.perf_counter() - self._fit_began, time.process_time() - self._fit_cpu_began
+        )
         return {
             "seconds": self.seconds,
             "tokens": self.tokens,
-            "fit_seconds": _plus(self.earlier_fit_seconds, time.perf_counter() - self._fit_began),
-            "fit_cpu_seconds": _plus(self.earlier_fit_cpu_seconds, time.process_time() - self._fit_cpu_began),
+            "fit_seconds": fit_seconds,
+            "fit_cpu_seconds": fit_cpu_seconds,
         }
+
+    def whole_fit(self, seconds: float, cpu_seconds: float) -> tuple[float | None, float | None]:
+        """(wall, CPU) seconds of the run's fit over every process: the earlier ones' and this one's so far (None
+        where the checkpoint resumed from predates the record)."""
+        wall, cpu = self.earlier_fit_seconds, self.earlier_fit_cpu_seconds
+        return (None if wall is None else wall + seconds, None if cpu is None else cpu + cpu_seconds)
 
     def load_state_dict(self, state: dict[str, float | None]) -> None:
         self.seconds, self.tokens = float(state["seconds"]), int(state["tokens"])
@@ -124,10 +133,6 @@ class TrainMetrics(Callback):
     @property
     def tokens_per_s(self) -> float | None:
         return self.tokens / self.seconds if self.seconds else None
-
-
-def _plus(earlier: float | None, now: float) -> float | None:
-    return None if earlier is None else earlier + now
 
 
 def check_logger(name: str) -> None:

@@ -143,8 +143,7 @@ def write_run_manifest(
     tokens_per_s: float | None,
     train_seconds: float,
     train_cpu_seconds: float,
-    earlier_seconds: float | None = 0.0,
-    earlier_cpu_seconds: float | None = 0.0,
+    whole_fit: tuple[float | None, float | None] | None = None,
     resumed_at: int = 0,
     steps: int,
     device: str,
@@ -152,6 +151,7 @@ def write_run_manifest(
     """The manifest of a trained run; `evaluation` is metrics/summary.json's content."""
     key = RunKey.of_config(cfg)
     data = datamodule.describe()
+    whole_seconds, whole_cpu_seconds = whole_fit or (train_seconds, train_cpu_seconds)  # one process: its own
     manifest = {
         "run": {
             "domain": key.domain,
@@ -177,8 +177,8 @@ def write_run_manifest(
         # the whole fit over every process that trained the run (a resumed run: the earlier ones up to the checkpoint
         # it resumed from, kept in the checkpoint); null where that checkpoint predates the record
         "resumed_at_step": resumed_at,
-        "train_seconds": None if earlier_seconds is None else earlier_seconds + train_seconds,
-        "train_cpu_seconds": None if earlier_cpu_seconds is None else earlier_cpu_seconds + train_cpu_seconds,
+        "train_seconds": whole_seconds,
+        "train_cpu_seconds": whole_cpu_seconds,
         "steps": steps,
         "device": device,
         "machine": machine_state(),
