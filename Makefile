@@ -26,11 +26,13 @@ PRESET ?= tiny
 LAUNCHER ?= local
 ARGS ?=
 # Report settings: make compare DOMAINS="jsb maestro" REF=darope STRICT=1 WITH=docs/results/jsb-cpu
-# (REF: the reference, default rope10k, fixed before any score is read; STRICT: fail when anything is missing)
+# (REF: the reference, default rope10k, fixed before any score is read; STRICT: fail when anything is missing;
+# BRIDGE: a published study of one domain at other settings, ranked in that domain: pipelines.analysis.bridge)
 DOMAINS ?= all-present
 REF ?=
 STRICT ?=
 WITH ?=
+BRIDGE ?=
 # make settle DOMAIN=jsb MAX_SEEDS=10 PLAN=1 [WITH=docs/results/jsb-cpu]; make publish DOMAINS=jsb STUDY=docs/results/jsb-cpu;
 # make reproduce STUDY=docs/results/jsb-cpu RUNS="rope10k/0 darope/2"
 MAX_SEEDS ?= 10
@@ -69,9 +71,9 @@ train: $(ENV_STAMP) ## Train a domain's roster x seeds (DOMAIN=.. or all, ROSTER
 	$(PY) -m pipelines.sweep --domain $(DOMAIN) $(if $(ENCODINGS),--encodings $(ENCODINGS),--roster $(ROSTER)) \
 		--seeds $(SEEDS) --preset $(PRESET) $(if $(WITH),--with $(WITH)) --launcher $(LAUNCHER) $(ARGS)
 
-compare: $(ENV_STAMP) ## Compare the runs: results/summary.md (+ csv, json, figures, index.html) and results/<domain>/ (WITH=docs/results/<study>)
+compare: $(ENV_STAMP) ## Compare the runs: results/summary.md (+ csv, json, figures, index.html) and results/<domain>/ (WITH=docs/results/<study>, BRIDGE=<a study of one domain at other settings>)
 	$(PY) -m pipelines.compare --domains $(DOMAINS) --runs runs --out results $(if $(REF),--ref $(REF)) \
-		$(if $(filter 1,$(STRICT)),--strict) $(if $(WITH),--with $(WITH))
+		$(if $(filter 1,$(STRICT)),--strict) $(if $(WITH),--with $(WITH)) $(if $(BRIDGE),--bridge $(BRIDGE))
 
 settle: $(ENV_STAMP) ## Train the seeds a domain's verdicts need, group-sequentially (DOMAIN, MAX_SEEDS, PLAN=1: print only, RECORD=1: record the look, train nothing)
 	$(PY) -m pipelines.settle --domain $(DOMAIN) $(if $(WITH),--with $(WITH)) --max-seeds $(MAX_SEEDS) \

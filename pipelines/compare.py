@@ -1,7 +1,7 @@
 """Compare the runs of each domain and write the cross-domain study (SPEC section 3); `make compare`.
 
     python -m pipelines.compare [--domains all-present | DOMAIN ...] [--runs runs] [--out results] [--ref darope]
-                                [--with docs/results/<study> ...] [--strict]
+                                [--with docs/results/<study> ...] [--bridge docs/results/<study> ...] [--strict]
 
 Writes OUT/<domain>/ (each domain's summary.md, summary.csv and figures) and the study: OUT/summary.md (also
 .csv and .json), figure3.png, nll_by_position.png, cd_*.png, extrapolation.csv (pipelines.report.study). The
@@ -12,6 +12,9 @@ succeeds. With --strict, anything missing (a run, a seed, a domain without a fin
 different presets, is an error instead. --with joins a published study's runs to the local ones without retraining
 them (pipelines.runs.published_join): a local run that differs in what the study holds fixed is refused by name, and a
 local copy of a published run must agree with it within the bound of its conditions (pipelines.runs.tolerance).
+--bridge reads a published study of one compared domain at other settings (MAESTRO's layer patterns at 4 layers)
+into that domain's ranking by its encodings' Δ to its own reference runs (pipelines.analysis.bridge); it is reported
+in its own folder, OUT/<study name>/.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from pipelines.analysis.bridge import Bridge
 from pipelines.analysis.design import DEFAULT_REF
 from pipelines.analysis.loading import EvidenceError
 from pipelines.analysis.study import Study, analyse_study
@@ -53,6 +57,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ref", default=None, help=f"reference of the paired tests (default {DEFAULT_REF})")
     add_with_option(parser, "published studies (docs/results/<name>) whose runs join the local ones as run folders")
     parser.add_argument(
+        "--bridge",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="STUDY",
+        help="published studies of one compared domain at other settings, ranked in that domain by their Δ to their "
+        "own reference runs (pipelines.analysis.bridge)",
+    )
+    parser.add_argument(
         "--strict", action="store_true", help="exit non-zero, writing nothing, when any run, seed or domain is missing"
     )
     args = parser.parse_args(argv)
@@ -63,9 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         with joined_scratch("posbench-joined-") as scratch:
             studies = read_studies(args.with_studies)
             runs_root, notes = joined_runs(args.runs, studies, scratch, domain_names())
-            study = analyse_study(runs_root, chosen, args.ref)
-            if args.with_studies:
-                study.runs_root = Path(f"{args.runs} + {' + '.join(map(str, args.with_studies))}")
+            bridges = laid_out_bridges(args.bridge, scratch / BRIDGES)
+            study = analyse_study(runs_root, chosen, args.ref, bridges)
+            if args.with_studies or args.bridge:
+                study.runs_root = Path(" + ".join(map(str, [args.runs, *args.with_studies, *args.bridge])))
                 for note in notes:
                     print(note)
             _report(study, args, parser)
@@ -73,6 +87,25 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, EvidenceError, RunFileError, StudyError, ValueError) as error:
         parser.exit(1, f"error: {error}\n")
     return 0
+
+
+BRIDGES = ".bridges"  # the scratch folder the bridged studies are laid out in, one runs root each
+
+
+def laid_out_bridges(folders: list[Path], scratch: Path) -> list[Bridge]:
+    """Each bridged study laid out as a runs root of its own under `scratch` (its runs would collide with the
+    domain's: the same encodings and seeds at other settings). StudyError when a study holds more or fewer than one
+    domain, or its name is a domain's or another bridge's (it names its report folder)."""
+    bridges: list[Bridge] = []
+    for published in read_studies(folders):
+        name, held = published.folder.name, sorted(published.study["domains"])
+        if len(held) != 1:
+            raise StudyError(f"{published.folder}: a bridged study holds one domain; it holds {', '.join(held)}")
+        if name in domain_names() or name in {bridge.name for bridge in bridges}:
+            raise StudyError(f"{published.folder}: its name {name!r} would name two reports; rename the folder")
+        root, _ = joined_runs(scratch / name / "local", [published], scratch / name, [])
+        bridges.append(Bridge(name, root, held[0]))
+    return bridges
 
 
 def _report(study: Study, args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:

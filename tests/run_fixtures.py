@@ -188,9 +188,10 @@ def pair(root, **changes):
         write_positions(run_dir, "test", [1, 2], 1.0)
 
 
-def lm_domain(root, domain, nll, seeds=(0, 1, 2), seed_step=0.01, ids=None):
+def lm_domain(root, domain, nll, seeds=(0, 1, 2), seed_step=0.01, ids=None, **manifest_changes):
     """Finished runs of a domain compared per example: encoding -> its per-example NLL (one value per example id);
-    seed k scores nll + seed_step * (k - 1), so every example's average over seeds 0, 1, 2 is exactly `nll`."""
+    seed k scores nll + seed_step * (k - 1), so every example's average over seeds 0, 1, 2 is exactly `nll`;
+    `manifest_changes` go to every run's manifest (manifest)."""
     for pe, values in nll.items():
         values = np.asarray(values, dtype=float)
         example_ids = list(range(values.size)) if ids is None else ids
@@ -198,7 +199,7 @@ def lm_domain(root, domain, nll, seeds=(0, 1, 2), seed_step=0.01, ids=None):
             run_dir = root / domain / pe / f"seed{seed}"
             scored = values + seed_step * (seed - 1)
             entry = {"nll": float(scored.mean()), "accuracy": 0.5, "examples": values.size, "tokens": 10 * values.size}
-            write_run(run_dir, domain=domain, pe=pe, seed=seed, splits={"test": entry})
+            write_run(run_dir, domain=domain, pe=pe, seed=seed, splits={"test": entry}, **manifest_changes)
             write_csv(
                 run_dir / "metrics" / "test.per_example.csv",
                 ["example", "nll", "tokens", "correct", "exact"],

@@ -110,6 +110,10 @@ class DomainResult:
     past_verdicts: dict[tuple[str, str], list[PairVerdict]] = field(default_factory=dict)
     commits: dict[str, list[str]] = field(default_factory=dict)  # code commit -> the finished runs trained at it
     cost: Cost | None = None  # what the compared runs cost (pipelines.analysis.cost)
+    # a study of `ranked_with` at other settings, bridged into that domain's ranking (pipelines.analysis.bridge; this
+    # result's `domain` is then the study's name): what its runs train differently, {setting: (its, the domain's)}
+    ranked_with: str | None = None
+    bridge_settings: dict[str, tuple] = field(default_factory=dict)
 
     @property
     def decided(self) -> int:
@@ -130,6 +134,17 @@ class DomainResult:
     def interval(self) -> str:
         """The interval the entries' ci_lo, ci_hi hold (tasks are the examples of a domain with tasks)."""
         return f"95% within-{self.blocks}"
+
+    @property
+    def heading(self) -> str:
+        """The result's name in bold as the answer and the tables open with it; a bridged study's says what it is."""
+        if self.ranked_with is None:
+            return f"**{self.domain}**"
+        changed = ", ".join(f"{key} {mine}" for key, (mine, _) in self.bridge_settings.items())
+        return (
+            f"**{self.domain}** ({self.ranked_with} at {changed or 'the same settings'}; ranked in {self.ranked_with} "
+            f"by each encoding's Δ to this study's own `{self.ref}`)"
+        )
 
     def scores(self) -> dict[str, float]:
         """Each encoding's score over its own seeds (descriptive: seed sets may differ)."""

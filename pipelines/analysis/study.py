@@ -6,7 +6,13 @@ that were inspected (pipelines.analysis.recency).
 Mean ranks, their standard errors and the Friedman test over the domains take only the encodings scored in every
 compared domain, ranked among themselves: an encoding run in one domain alone would otherwise take that domain's
 rank as its mean and shift everyone else's. The others keep their rank within each domain where they were scored
-(`partial_ranks`) and get no mean rank."""
+(`partial_ranks`) and get no mean rank.
+
+A study of one domain at other settings can join the domain's ranking (`make compare BRIDGE=`; its result's
+`ranked_with` names the domain): each of its encodings the domain does not hold is ranked there by its matched Δ to
+the bridged study's own runs of the shared reference, as the domain's own encodings are by theirs (ranking_groups,
+ranked_scores). That reads a Δ measured at other settings as if it carried over, which the report says wherever it
+shows one."""
 
 from __future__ import annotations
 
@@ -17,13 +23,14 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as sps
 
+from pipelines.analysis.bridge import Bridge, bridged, relabelled
 from pipelines.analysis.design import DEFAULT_REF
 from pipelines.analysis.domain import analyse_domain
-from pipelines.analysis.evidence import missing_runs
-from pipelines.analysis.loading import LoadedDomain, LoadedRun, load_domain
+from pipelines.analysis.evidence import missing_runs, require_finished
+from pipelines.analysis.loading import EvidenceError, LoadedDomain, LoadedRun, load_domain
 from pipelines.analysis.recency import StudyRecency, study_recency
 from pipelines.analysis.results import DomainResult
-from pipelines.analysis.stats import FriedmanResult, cd_groups, chance_normalised, friedman, summarise_ranks
+from pipelines.analysis.stats import FriedmanResult, cd_groups, chance_normalised, friedman, ranks, summarise_ranks
 from pipelines.analysis.verdict import BOOTSTRAP_SEED
 from pipelines.experiment.config import domain_names
 from pipelines.runs.layout import present_domains
@@ -68,9 +75,19 @@ class Study:
     recency: StudyRecency = field(default_factory=lambda: StudyRecency([], []))  # the inspected runs' attention
     runs: list[LoadedRun] = field(default_factory=list)  # the runs compared, as loaded (the study page's one-run view)
 
+    # each ranked domain's ranking of all its encodings, bridged ones included (what partial ranks and the study's
+    # rank column show): domain -> encoding -> rank
+    domain_ranks: dict[str, dict[str, float]] = field(default_factory=dict)
+
     @property
     def domains(self) -> list[str]:
+        """Every result's name: the domains, and the bridged studies (each reported in its own folder)."""
         return [result.domain for result in self.results]
+
+    @property
+    def ranked_domains(self) -> list[str]:
+        """The domains the mean rank averages over (a bridged study is ranked inside its domain)."""
+        return list(ranking_groups(self.results))
 
     @property
     def missing(self) -> list[str]:
@@ -108,11 +125,57 @@ def friedman_over(table: dict[str, dict[str, float]], higher_is_better: list[boo
     return BlockTest(friedman(oriented, lower_is_better=True), encodings, list(table), left_out)
 
 
+def ranking_groups(results: list[DomainResult]) -> dict[str, list[DomainResult]]:
+    """Each ranked domain's results: the domain's own first, then the studies bridged into its ranking. EvidenceError
+    when a bridged study's domain is not compared, or the two do not share a reference and a metric: a Δ to another
+    reference, or in another metric, cannot be ranked beside the domain's."""
+    groups = {result.domain: [result] for result in results if result.ranked_with is None}
+    for result in results:
+        if result.ranked_with is None:
+            continue
+        own = groups.get(result.ranked_with)
+        if own is None:
+            raise EvidenceError(
+                f"{result.domain}: bridged into {result.ranked_with}'s ranking, but {result.ranked_with} is not "
+                "compared here"
+            )
+        if result.ref is None or result.ref != own[0].ref or result.metric != own[0].metric:
+            raise EvidenceError(
+                f"{result.domain}: bridged into {result.ranked_with}'s ranking, which needs the same reference and "
+                f"metric: it has reference {result.ref} and {result.metric.name}, {result.ranked_with} "
+                f"{own[0].ref} and {own[0].metric.name}"
+            )
+        own.append(result)
+    return groups
+
+
+def ranked_entries(group: list[DomainResult]) -> list[str]:
+    """The encodings a ranked domain scores: its own, then each bridged study's that it does not hold."""
+    return list(dict.fromkeys(name for result in group for name in result.entries))
+
+
+def ranked_scores(group: list[DomainResult]) -> dict[str, float]:
+    """What ranks a domain's encodings: each one's matched score (DomainResult.matched) from the first result of the
+    group that holds it: the domain's own, else the bridged study's, its Δ to that study's own reference runs."""
+    scores: dict[str, float] = {}
+    for result in group:
+        for name in result.entries:
+            scores.setdefault(name, result.matched.get(name, math.nan))
+    return scores
+
+
+def group_ranks(group: list[DomainResult], among: set[str] | None = None) -> dict[str, float]:
+    """Rank of each encoding the group scores (1 = best, ties averaged), among all of them or only those `among`."""
+    scores = {name: score for name, score in ranked_scores(group).items() if among is None or name in among}
+    return ranks(scores, lower_is_better=not group[0].metric.higher_is_better)
+
+
 def mean_ranks(results: list[DomainResult]) -> dict[str, tuple[float, float]]:
-    """(mean, standard error) of the ranks of the encodings scored in every one of `results`, ranked among
+    """(mean, standard error) of the ranks of the encodings scored in every ranked domain of `results`, ranked among
     themselves in each domain."""
-    common = set.intersection(*(set(result.entries) for result in results)) if results else set()
-    return summarise_ranks(result.ranks(among=common) for result in results)
+    groups = list(ranking_groups(results).values())
+    common = set.intersection(*(set(ranked_entries(group)) for group in groups)) if groups else set()
+    return summarise_ranks(group_ranks(group, among=common) for group in groups)
 
 
 RANK_REPLICATES = 10_000
@@ -145,22 +208,25 @@ def rank_uncertainty(results: list[DomainResult], replicates: int = RANK_REPLICA
     """The spread of the mean rank over training seeds and P(rank 1), for each encoding scored in every domain. Each
     replicate draws, per domain, one weight per seed from a flat Dirichlet (the Bayesian bootstrap: every seed keeps
     a positive weight, so a pair that shares only 3 seeds with the reference is never left without one), shared by
-    every encoding of the domain so that each encoding stays matched to the reference seed by seed; ranks each
+    every encoding of the domain so that each encoding stays matched to the reference seed by seed (a bridged study
+    draws its own weights: its runs are other trainings, whatever their seeds are called); ranks each
     domain's encodings by their resampled matched scores (resampled_matched), and averages the ranks over the
     domains. Returns (2.5%, 97.5% percentiles of the mean rank, P(rank 1)): P(rank 1) is the share of replicates
     where the encoding's mean rank is the best (ties shared). A descriptive spread, not a test: its coverage at 3 to
     10 seeds is not established. Fixed random numbers."""
-    common = sorted(set.intersection(*(set(result.entries) for result in results))) if results else []
+    groups = list(ranking_groups(results).values())
+    common = sorted(set.intersection(*(set(ranked_entries(group)) for group in groups))) if groups else []
     if not common or any(result.evidence is None for result in results):
         return {}
     rng = np.random.default_rng([BOOTSTRAP_SEED, 2])
     total = np.zeros((replicates, len(common)))
-    for result in results:
-        weights = rng.dirichlet(np.ones(len(result.evidence.seeds)), size=replicates)
-        sign = -1.0 if result.metric.higher_is_better else 1.0
-        scores = np.column_stack([resampled_matched(result, name, weights) for name in common])
+    for group in groups:
+        weights = {id(result): rng.dirichlet(np.ones(len(result.evidence.seeds)), size=replicates) for result in group}
+        sign = -1.0 if group[0].metric.higher_is_better else 1.0
+        holder = {name: next(result for result in group if name in result.entries) for name in common}
+        scores = np.column_stack([resampled_matched(holder[name], name, weights[id(holder[name])]) for name in common])
         total += sps.rankdata(sign * scores, method="average", axis=1)
-    mean_rank = total / len(results)
+    mean_rank = total / len(groups)
     best = mean_rank == mean_rank.min(axis=1, keepdims=True)
     p_best = (best / best.sum(axis=1, keepdims=True)).mean(axis=0)
     lo, hi = np.percentile(mean_rank, [2.5, 97.5], axis=0)
@@ -171,9 +237,10 @@ def friedman_blocks(results: list[DomainResult]) -> tuple[dict[str, dict[str, fl
     """The blocks of the study's Friedman test: one per domain, as the mean rank has them (a domain with tasks is
     one block, its score the mean over its tasks: five synthetic tasks as five blocks gave one domain 5 of 7 votes,
     one of them a task at chance for every encoding), each by its matched scores (Δ to the reference on matched
-    seeds) in its own direction."""
-    return {result.domain: dict(result.matched) for result in results}, [
-        result.metric.higher_is_better for result in results
+    seeds) in its own direction, a bridged study's encodings in its domain's block (ranked_scores)."""
+    groups = ranking_groups(results)
+    return {domain: ranked_scores(group) for domain, group in groups.items()}, [
+        group[0].metric.higher_is_better for group in groups.values()
     ]
 
 
@@ -208,7 +275,8 @@ def build_study(
 ) -> Study:
     """The cross-domain statistics over the domains' results."""
     rank = mean_ranks(results)
-    within = {result.domain: result.ranks() for result in results}  # each domain's own ranking, all its encodings
+    # each ranked domain's ranking of all its encodings (a bridged study's among its domain's)
+    within = {domain: group_ranks(group) for domain, group in ranking_groups(results).items()}
     partial = {
         encoding: {domain: ranks[encoding] for domain, ranks in within.items() if encoding in ranks}
         for encoding in sorted({e for result in results for e in result.entries} - set(rank))
@@ -223,8 +291,8 @@ def build_study(
     blocks, higher = friedman_blocks(results)
     tests = {
         "domains": friedman_over(blocks, higher, "domains")
-        if len(results) >= 2
-        else f"not run: needs at least 2 domains; here {len(results)}"
+        if len(blocks) >= 2
+        else f"not run: needs at least 2 domains; here {len(blocks)}"
     }
     for result in results:
         if result.tasks is not None:
@@ -244,6 +312,7 @@ def build_study(
         per_example_mean_rank=per_example_mean_rank,
         friedman=tests,
         rank_interval=rank_uncertainty(results),
+        domain_ranks=within,
     )
 
 
@@ -257,10 +326,13 @@ def load_study(runs_root: Path, domains: list[str] | None) -> list[LoadedDomain]
     return [load_domain(runs_root, domain) for domain in names]
 
 
-def analyse_loaded(runs_root: Path, loaded: list[LoadedDomain], ref: str | None) -> Study:
-    """The study of the loaded domains: a function of what was loaded, which opens no run folder. FileNotFoundError
-    when nothing has finished anywhere; IncomparableRunsError (naming the runs) when the runs of a domain differ in
-    data, budget, model or preset."""
+def analyse_loaded(
+    runs_root: Path, loaded: list[LoadedDomain], ref: str | None, bridges: list[tuple[Bridge, LoadedDomain]] = ()
+) -> Study:
+    """The study of the loaded domains, and of the studies bridged into their rankings (each with its loaded runs):
+    a function of what was loaded, which opens no run folder. FileNotFoundError when nothing has finished anywhere
+    (or in a bridged study); IncomparableRunsError (naming the runs) when the runs of a domain differ in data,
+    budget, model or preset; EvidenceError when a bridge cannot be made (pipelines.analysis.bridge)."""
     results, unfinished, compared = [], {}, []
     for domain in loaded:
         if not domain.any_finished:
@@ -270,12 +342,23 @@ def analyse_loaded(runs_root: Path, loaded: list[LoadedDomain], ref: str | None)
         compared += domain.runs
     if not results:
         raise FileNotFoundError(f"no finished run under {runs_root} for {', '.join(d.domain for d in loaded)}")
+    for bridge, domain in bridges:
+        require_finished(domain.runs, bridge.root)
+        own = next((d.runs for d in loaded if d.domain == bridge.domain and d.any_finished), None)
+        if own is None:
+            raise EvidenceError(
+                f"{bridge.name}: bridged into {bridge.domain}'s ranking, but {bridge.domain} is not compared here"
+            )
+        result = analyse_domain(bridge.domain, domain.runs, ref, domain.design)
+        results.append(bridged(result, bridge, domain.runs, own))
+        compared += relabelled(domain.runs, bridge.name)
     study = build_study(runs_root, ref, results, unfinished)
     study.recency = study_recency(compared)
     study.runs = compared
     return study
 
 
-def analyse_study(runs_root: Path, domains: list[str] | None, ref: str | None) -> Study:
-    """Load the domains' runs once, then analyse them (load_study, analyse_loaded)."""
-    return analyse_loaded(runs_root, load_study(runs_root, domains), ref)
+def analyse_study(runs_root: Path, domains: list[str] | None, ref: str | None, bridges: list[Bridge] = ()) -> Study:
+    """Load the domains' runs (and the bridged studies') once, then analyse them (load_study, analyse_loaded)."""
+    loaded_bridges = [(bridge, load_domain(bridge.root, bridge.domain)) for bridge in bridges]
+    return analyse_loaded(runs_root, load_study(runs_root, domains), ref, loaded_bridges)

@@ -25,7 +25,7 @@ def answer_text(result: DomainResult) -> str:
     verdicts = result.verdicts
     if verdicts is None or verdicts.family is None or verdicts.ref is None:
         why = (verdicts.no_tests_reason if verdicts else None) or result.no_tests_reason or "no paired tests"
-        return f"**{result.domain}**: {why}"
+        return f"{result.heading}: {why}"
     ref, design = verdicts.ref, verdicts.family.design
     every = verdicts.verdicts()
     joined = set(verdicts.joined.verdicts) if verdicts.joined else set()
@@ -44,13 +44,13 @@ def answer_text(result: DomainResult) -> str:
     if not every and design.sequential:  # the design's first look not reached: nothing tested yet
         spent = cost_phrase(result)
         return (
-            f"**{result.domain}** (reference `{ref}`{chosen}; a design of {len(design.encodings)} encodings against "
+            f"{result.heading} (reference `{ref}`{chosen}; a design of {len(design.encodings)} encodings against "
             f"it, looks at {', '.join(map(str, design.looks))} seeds): its first look is not reached, so no pair "
             f"is tested yet; the first look needs {len(verdicts.next_runs)} more runs"
             + (f"; {spent}." if spent else ".")
         )
     parts = [
-        f"**{result.domain}** (reference `{ref}`{chosen}, {len(every)} encodings against it; {level}): "
+        f"{result.heading} (reference `{ref}`{chosen}, {len(every)} encodings against it; {level}): "
         + (f"better than `{ref}`: {_names(better)}" if better else f"no encoding shown better than `{ref}`"),
         f"worse: {_names(worse)}" if worse else "none shown worse",
     ]

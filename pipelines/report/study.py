@@ -235,7 +235,7 @@ def _entry_record(result: DomainResult, entry: Entry, rank: float) -> dict:
 def study_records(study: Study) -> list[dict]:
     records = []
     for result in study.results:
-        rank = result.ranks()
+        rank = study.domain_ranks.get(result.ranked_with or result.domain) or result.ranks()  # bridged: its domain's
         for encoding in [e for e in study.order if e in result.entries]:
             records.append(_entry_record(result, result.entries[encoding], rank[encoding]))
     for encoding in [e for e in study.order if e in study.mean_rank]:
@@ -249,7 +249,7 @@ def study_records(study: Study) -> list[dict]:
                 "metric": "mean rank",
                 "score": mean,
                 "se": se,
-                "n": len(study.results),
+                "n": len(study.ranked_domains),
                 "rank_lo": lo,
                 "rank_hi": hi,
                 "p_rank_1": p_best,

@@ -119,6 +119,8 @@ def study_json(study: Study, records: list[dict], extrapolation: list[dict]) -> 
                 "seeds": {"used": result.seeds.used, "expected": result.seeds.expected},
                 "reference": result.ref,
                 "reference_rule": result.verdicts.ref_note if result.verdicts else "",
+                "ranked_with": result.ranked_with,
+                "bridge_settings": {key: list(pair) for key, pair in result.bridge_settings.items()},
                 "incomplete": result.incomplete,
                 "answer": answer_text(result),
                 "tasks": _tasks_json(result),
@@ -131,7 +133,7 @@ def study_json(study: Study, records: list[dict], extrapolation: list[dict]) -> 
             encoding: {
                 "mean": mean,
                 "se": se,
-                "domains": len(study.results),
+                "domains": len(study.ranked_domains),
                 "ci_over_seeds": list(study.rank_interval.get(encoding, (math.nan, math.nan, math.nan))[:2]),
                 "p_rank_1": study.rank_interval.get(encoding, (math.nan,) * 3)[2],
             }

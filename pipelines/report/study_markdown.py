@@ -154,17 +154,26 @@ def _table_section(study: Study) -> list[str]:
         "",
     ]
     notes = [f"- {r.domain}: {paired_tests_note(r)}" for r in study.results if r.per_example and r.ref is None]
+    notes += [f"- {bridge_note(r)}" for r in study.results if r.ranked_with is not None]
     notes += [
         f"- `{encoding}` has no mean rank: not scored in every domain; its rank within "
-        + ", ".join(f"{domain} {rank:g} of {len(_result(study, domain).entries)}" for domain, rank in ranks.items())
+        + ", ".join(f"{domain} {rank:g} of {len(study.domain_ranks[domain])}" for domain, rank in ranks.items())
         + "."
         for encoding, ranks in study.partial_ranks.items()
     ]
     return [*lines, *markdown_table(header, rows), "", *notes, *([""] if notes else [])]
 
 
-def _result(study: Study, domain: str) -> DomainResult:
-    return next(result for result in study.results if result.domain == domain)
+def bridge_note(result: DomainResult) -> str:
+    """What a bridged study's column is and how its encodings enter its domain's ranking."""
+    domain, settings = result.ranked_with, result.bridge_settings.items()
+    changed = ", ".join(f"{key} {mine} (the domain's {theirs})" for key, (mine, theirs) in settings)
+    return (
+        f"`{result.domain}`: {domain} trained at other settings ({changed}), with its own runs of `{result.ref}`. "
+        f"Its encodings that {domain} does not hold are ranked in {domain} (and its mean rank) by their Δ to these "
+        f"`{result.ref}` runs, beside the others' Δ to {domain}'s own: that reads a Δ measured at other settings as if "
+        "it carried over, which no run here tests."
+    )
 
 
 # -------------------------------------------------------------------------------------- paper values
