@@ -611,7 +611,8 @@ def test_the_published_study_across_domains_is_its_domains_studies_and_its_mean_
     record says it joined (a study re-published without the cross-domain one being recomputed would differ here), and
     its mean rank is recomputed from them independently: per domain, scipy's average ranks of the matched Δ among the
     encodings every domain scored, then the mean over the domains (each synthetic study one domain, as in paper 000's
-    Figure 3)."""
+    Figure 3). A bridged study (MAESTRO's patterns at 4 layers, `--bridge`) is its own study's domain under its
+    folder's name, and its encodings the domain lacks are ranked in that domain by their own matched Δ."""
     from scipy.stats import rankdata
 
     from tests.sample_fixtures import REPO
@@ -620,24 +621,33 @@ def test_the_published_study_across_domains_is_its_domains_studies_and_its_mean_
     across = json.loads((results / "study-cpu" / "summary.json").read_text())
     domains = across["domains"]
     assert set(domains) >= {"jsb", "synthetic"}
-    # "none + docs/results/jsb-confirm + ...": no local runs, then the studies joined
+    # "none + docs/results/jsb-confirm + ...": no local runs, then the studies joined, then any bridged
     local, *joined = across["runs"].split(" + ")
     assert local == "none" and all(folder.startswith("docs/results/") for folder in joined)
-    studies = [json.loads((REPO / folder / "summary.json").read_text())["domains"] for folder in joined]
-    for domain, entry in domains.items():
-        (own,) = [study[domain] for study in studies if domain in study]  # exactly one joined study holds it
-        assert entry["encodings"] == own["encodings"], domain
-    common = sorted(set.intersection(*(set(entry["encodings"]) for entry in domains.values())))
+    studies = {folder: json.loads((REPO / folder / "summary.json").read_text())["domains"] for folder in joined}
+    blocks: dict[str, dict] = {}  # domain -> {encoding: matched}, the domain's own first
+    for name, entry in sorted(domains.items(), key=lambda item: item[1].get("ranked_with") is not None):
+        bridged = entry.get("ranked_with")
+        if bridged is None:
+            (own,) = [study[name] for study in studies.values() if name in study]  # exactly one joined study holds it
+        else:
+            own = studies[f"docs/results/{name}"][bridged]
+        assert entry["encodings"] == own["encodings"], name
+        block = blocks.setdefault(bridged or name, {"lower": entry["lower_is_better"], "matched": {}})
+        for encoding, record in entry["encodings"].items():
+            block["matched"].setdefault(encoding, record["matched"])
+    common = sorted(set.intersection(*(set(block["matched"]) for block in blocks.values())))
     ranks = {}
-    for entry in domains.values():
-        sign = 1 if entry["lower_is_better"] else -1
-        values = [sign * entry["encodings"][name]["matched"] for name in common]
-        ranks.update({(id(entry), name): rank for name, rank in zip(common, rankdata(values), strict=True)})
+    for domain, block in blocks.items():
+        sign = 1 if block["lower"] else -1
+        values = [sign * block["matched"][name] for name in common]
+        ranks.update({(domain, name): rank for name, rank in zip(common, rankdata(values), strict=True)})
     mean_rank = across["mean_rank"]
     assert sorted(mean_rank) == common
     for name in common:
-        expected = np.mean([ranks[(id(entry), name)] for entry in domains.values()])
+        expected = np.mean([ranks[(domain, name)] for domain in blocks])
         assert mean_rank[name]["mean"] == pytest.approx(expected, abs=1e-12), name
+        assert mean_rank[name]["domains"] == len(blocks)
 
 
 def test_the_published_maestro_study_scores_the_whole_protocol_test_split_and_todays_cpu_preset_still_joins_it():
