@@ -44,7 +44,7 @@ positions without a copy of it: with M = r L, a training forward pass replaces t
   encodings) draws one (T,) index set per call and broadcasts it over the batch (its Figure 1: "Random positional
   encoding vector for each batch"), and `GPT.forward` takes one (T,) position vector.
 - Training draws from torch's default generator on the positions' device. models.training re-seeds it with
-  torch.manual_seed(dropout_seed(seed, step, rank, micro-batch)) at every training batch start, before the forward
+  seed_generators(dropout_seed(seed, step, rank, micro-batch)) at every training batch start, before the forward
   pass, so the draw is a function of (seed, step, rank, micro-batch), like the dropout masks drawn after it: a
   resumed run draws the same positions, and DDP ranks and accumulated micro-batches draw their own.
 - Evaluation randomizes too, as the paper's experiments did: the reference code samples in every call, its
