@@ -18,7 +18,10 @@ order; an example longer than the context is covered by sliding windows that eac
 from __future__ import annotations
 
 import hashlib
+import os
+import threading
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -45,6 +48,46 @@ def check_minimum(where: str, minimum: int, **settings: Any) -> None:
             raise ValueError(f"{where}: {name} must be an integer >= {minimum}, got {value!r}")
 
 
+# Warm sweep workers (pipelines.launch.local) train many runs in turn, and every encoding of a (task, seed) reads the
+# same stream (its order is a function of (seed, step)): where the worker turns it on (STREAM_CACHE_ENV=1), the
+# batches drawn for one run are kept for the next, within STREAM_CACHE_BYTES, oldest out first. Only a stream whose
+# domain names everything its draws depend on (SequenceDataModule.stream_key) is kept: the synthetic tasks, whose
+# draws are 10% of a tiny run; the language domains' windows are slices of a store, cheaper to draw than to keep.
+STREAM_CACHE_ENV = "POSBENCH_STREAM_CACHE"
+STREAM_CACHE_BYTES = 256 * 2**20
+
+
+class _StreamCache:
+    """{(stream key, seed, batch size, rank, ranks, step): the batch's arrays}, shared by a process's streams."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.bytes = limit, 0
+        self.batches: OrderedDict[tuple, dict[str, np.ndarray]] = OrderedDict()
+        self.lock = threading.Lock()  # thread workers build batches concurrently
+
+    def get(self, key: tuple) -> dict[str, np.ndarray] | None:
+        with self.lock:
+            arrays = self.batches.get(key)
+            if arrays is not None:
+                self.batches.move_to_end(key)
+        # a copy: the loader wraps a batch's memory in tensors, and nothing a run does may reach another run's batch
+        return None if arrays is None else {name: array.copy() for name, array in arrays.items()}
+
+    def put(self, key: tuple, arrays: dict[str, np.ndarray]) -> None:
+        kept = {name: array.copy() for name, array in arrays.items()}
+        with self.lock:
+            if key in self.batches:
+                return
+            self.batches[key] = kept
+            self.bytes += sum(array.nbytes for array in kept.values())
+            while self.bytes > self.limit and self.batches:
+                _, dropped = self.batches.popitem(last=False)
+                self.bytes -= sum(array.nbytes for array in dropped.values())
+
+
+STREAM_CACHE = _StreamCache(STREAM_CACHE_BYTES)
+
+
 class TrainStream(IterableDataset):
     """Infinite stream of training batches from `start_step` on; batch s holds samples s*B .. s*B+B-1 (this
     rank's share). Training maps `arrays` over the step indices (domains.loading); iterated as a dataset by torch's
@@ -61,12 +104,26 @@ class TrainStream(IterableDataset):
         start_step: int = 0,
         rank: int = 0,
         world_size: int = 1,
+        key: tuple | None = None,
     ) -> None:
         self.draw, self.seed, self.batch_size, self.start_step = draw, seed, batch_size, start_step
         self.rank, self.world_size = rank, world_size
+        self.key = key  # what the draws depend on besides (seed, sample): a kept batch is found by it (STREAM_CACHE)
 
     def arrays(self, step: int) -> dict[str, np.ndarray]:
-        """Batch `step` as numpy arrays (what loader processes send back: pickled by value, no shared tensors)."""
+        """Batch `step` as numpy arrays (what loader processes send back: pickled by value, no shared tensors);
+        the kept copy where a warm worker keeps its streams' batches (STREAM_CACHE)."""
+        if self.key is None or os.environ.get(STREAM_CACHE_ENV) != "1":
+            return self.drawn(step)
+        key = (self.key, self.seed, self.batch_size, self.rank, self.world_size, step)
+        arrays = STREAM_CACHE.get(key)
+        if arrays is None:
+            arrays = self.drawn(step)
+            STREAM_CACHE.put(key, arrays)
+        return arrays
+
+    def drawn(self, step: int) -> dict[str, np.ndarray]:
+        """Batch `step` drawn: samples (step x ranks + rank) x B .. + B - 1, each from its own generator."""
         first = (step * self.world_size + self.rank) * self.batch_size
         windows = [self.draw(np.random.default_rng([self.seed, first + i])) for i in range(self.batch_size)]
         return {
@@ -257,6 +314,11 @@ class SequenceDataModule(L.LightningDataModule, ABC):
     def describe(self) -> dict[str, Any]:
         return {"domain": self.domain, "vocab_size": self.vocab_size, "context": self.context}
 
+    def stream_key(self) -> tuple | None:
+        """Everything `draw_train_window` depends on besides its generator, when a domain can name it: then a warm
+        worker keeps the stream's batches for the next run of the same seed (STREAM_CACHE). None: never kept."""
+        return None
+
     # ---- loaders ---------------------------------------------------------------------------------------
     def eval_windows(self, split: str) -> EvalWindows:
         if split not in self._windows:
@@ -274,6 +336,7 @@ class SequenceDataModule(L.LightningDataModule, ABC):
             start_step=trainer.global_step * trainer.accumulate_grad_batches if trainer else 0,
             rank=trainer.global_rank if trainer else 0,
             world_size=trainer.world_size if trainer else 1,
+            key=self.stream_key(),
         )
 
     def train_dataloader(self) -> Iterable[dict[str, torch.Tensor]]:

@@ -91,6 +91,10 @@ class SyntheticDataModule(SequenceDataModule):
     def draw_train_window(self, rng: np.random.Generator) -> Window:
         return encode(sample_example(self.task, rng, max_bytes=self.context), self.context)
 
+    def stream_key(self) -> tuple:
+        """A window is a function of the task, the context and its generator (draw_train_window)."""
+        return (self.domain, self.task.name, self.context)
+
     def size_range(self, split: str) -> tuple[int, int]:
         low, high = SIZE_FACTORS[split]
         first = self.task.max_length(low * self.context) + 1 if low else 1

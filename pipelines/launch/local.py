@@ -137,8 +137,11 @@ def _train_in_process(overrides: list[str], threads: int) -> float:
 
     import torch
 
+    from domains.base import STREAM_CACHE_ENV
+
     torch.set_num_threads(threads)
     os.environ["POSBENCH_PROGRESS"] = "0"  # no progress bars from the workers: the sweep prints one line per run
+    os.environ[STREAM_CACHE_ENV] = "1"  # the next run of the same (task, seed) reads the batches this one drew
     from pipelines.experiment.training import train_and_evaluate
 
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # after lightning's import resets it
