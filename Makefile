@@ -91,7 +91,7 @@ throughput: $(ENV_STAMP) ## Tokens/s, memory, FLOP use of every encoding: result
 gpu-check: $(ENV_STAMP) ## On a CUDA GPU: paper presets in bf16, CoPE tiles, ratios, matmul-peak share: results/gpu_check/report.md (ARGS)
 	$(PY) -m pipelines.gpu_check $(ARGS)
 
-demo: $(ENV_STAMP) ## Small real comparison of the full roster on synthetic tasks (CPU, 11-14 minutes on 2 cores)
+demo: $(ENV_STAMP) ## Small real comparison of the full roster on synthetic tasks (CPU, about 10 minutes on 2 cores)
 	$(PY) -m pipelines.demo
 
 data-%: $(ENV_STAMP) ## Download (or copy from POSBENCH_MIRROR) and tokenise a domain: data-jsb, data-hrg, ...
