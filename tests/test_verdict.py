@@ -248,7 +248,8 @@ def test_the_rank_bootstrap_equals_a_plain_loop():
     from pipelines.analysis.verdict import BOOTSTRAP_SEED
 
     class Result:  # what rank_uncertainty reads of a DomainResult
-        def __init__(self, values, higher, ref):
+        def __init__(self, domain, values, higher, ref):
+            self.domain, self.ranked_with = domain, None  # a domain of its own, no bridged study
             self.metric = Metric("m", "m", "u", higher_is_better=higher, digits=3)
             self.evidence = evidence(np.asarray(values, float)[:, :, None], ("a", "b", "c"), metric=self.metric)
             self.entries = dict.fromkeys(("a", "b", "c"))
@@ -256,8 +257,8 @@ def test_the_rank_bootstrap_equals_a_plain_loop():
 
     nan = math.nan
     results = [
-        Result([[0.70, 0.72, 0.80], [0.75, 0.74, 0.73], [0.9, 0.95, nan]], False, "a"),  # c lacks seed 2
-        Result([[0.5, 0.6, nan], [0.62, 0.61, 0.6], [0.2, 0.3, 0.25]], True, "b"),
+        Result("d1", [[0.70, 0.72, 0.80], [0.75, 0.74, 0.73], [0.9, 0.95, nan]], False, "a"),  # c lacks seed 2
+        Result("d2", [[0.5, 0.6, nan], [0.62, 0.61, 0.6], [0.2, 0.3, 0.25]], True, "b"),
     ]
     got = rank_uncertainty(results, replicates=300)
     rng = np.random.default_rng([BOOTSTRAP_SEED, 2])
@@ -280,6 +281,43 @@ def test_the_rank_bootstrap_equals_a_plain_loop():
         best = np.mean([(mean[r, j] == mean[r].min()) / (mean[r] == mean[r].min()).sum() for r in range(300)])
         assert got[name] == pytest.approx((lo, hi, best))
     assert sum(p for _, _, p in got.values()) == pytest.approx(1.0)
+
+
+def test_the_rank_bootstrap_of_a_bridged_study_draws_its_own_seed_weights():
+    """A study bridged into d1 (other settings, its own reference runs: pipelines.analysis.bridge) ranks its
+    encoding c in d1 by c's Δ to its own a, resampled with weights of its own (other trainings, whatever their seeds
+    are called); recomputed in plain loops with the same random numbers, drawn d1, the bridge, then d2."""
+    from pipelines.analysis.study import rank_uncertainty
+    from pipelines.analysis.verdict import BOOTSTRAP_SEED
+
+    class Result:  # what rank_uncertainty reads of a DomainResult
+        def __init__(self, domain, names, values, ranked_with=None):
+            self.domain, self.ranked_with, self.ref = domain, ranked_with, "a"
+            self.metric = NLL
+            self.evidence = evidence(np.asarray(values, float)[:, :, None], names)
+            self.entries = dict.fromkeys(names)
+
+    d1 = Result("d1", ("a", "b"), [[0.70, 0.72, 0.80], [0.75, 0.70, 0.79]])
+    bridge = Result("d1-other", ("a", "c"), [[0.60, 0.66, 0.61, 0.65], [0.58, 0.69, 0.60, 0.62]], ranked_with="d1")
+    d2 = Result("d2", ("a", "b", "c"), [[0.5, 0.6, 0.55], [0.52, 0.58, 0.56], [0.49, 0.63, 0.54]])
+    got = rank_uncertainty([d1, bridge, d2], replicates=200)
+    rng = np.random.default_rng([BOOTSTRAP_SEED, 2])
+    w1, wb, w2 = (rng.dirichlet(np.ones(n), size=200) for n in (3, 4, 3))
+
+    def delta(result, name, w):
+        per_seed = result.evidence.values[:, :, 0]
+        diff = per_seed[result.evidence.encodings.index(name)] - per_seed[0]
+        return float(np.sum(w * diff) / w.sum())
+
+    mean = np.zeros((200, 3))
+    for r in range(200):
+        first = [0.0, delta(d1, "b", w1[r]), delta(bridge, "c", wb[r])]  # a, b from d1; c from the bridge
+        second = [0.0, delta(d2, "b", w2[r]), delta(d2, "c", w2[r])]
+        mean[r] = (sps.rankdata(first) + sps.rankdata(second)) / 2
+    for j, name in enumerate("abc"):
+        lo, hi = np.percentile(mean[:, j], [2.5, 97.5])
+        best = np.mean([(mean[r, j] == mean[r].min()) / (mean[r] == mean[r].min()).sum() for r in range(200)])
+        assert got[name] == pytest.approx((lo, hi, best))
 
 
 def test_printed_bounds_keep_the_side_of_zero_and_of_the_region_the_decision_saw():
