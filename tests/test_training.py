@@ -106,6 +106,6 @@ def test_the_loss_is_logged_for_the_progress_bar_only_when_there_is_one(bar, tmp
         enable_model_summary=False,
         default_root_dir=tmp_path,
     )
-    trainer.fit(lm, DataLoader(batches, batch_size=None))
+    trainer.fit(lm, DataLoader(batches, batch_size=None), DataLoader(batches[:1], batch_size=None))
     assert ({"train/loss", "lr"} <= set(trainer.progress_bar_metrics)) is bar
     assert ("train/loss" in trainer.callback_metrics) is bar
