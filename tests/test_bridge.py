@@ -91,11 +91,14 @@ def test_without_the_bridge_the_patterns_have_no_mean_rank(studies):
     assert mean == pytest.approx({"rope10k": 1.5, "nope": 2.0, "alibi": 2.5})
 
 
-def test_the_bridged_runs_keep_their_own_labels_on_the_page(studies):
+def test_the_page_keeps_the_bridged_runs_apart_and_says_what_the_bridge_ranks(studies):
     tmp_path, jsb, patterns, maestro = studies
     _, out = _compare(tmp_path, "--with", jsb, maestro, "--bridge", patterns)
     page = (out / "index.html").read_text()
     assert "jsb-patterns/irope/seed0" in page and "jsb/nope/seed0" in page
+    # the across-domains table says which ranks a bridge entered, from summary.json
+    note = " ".join(page.split("<strong>jsb-patterns</strong> is jsb at other settings", 1)[1].split("</p>")[0].split())
+    assert note.startswith("(model.n_layer 4 (the domain&#39;s 2)), with its own runs of <code>rope10k</code>")
 
 
 @pytest.mark.parametrize(

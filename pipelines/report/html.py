@@ -249,6 +249,23 @@ def _packed_json(value) -> str:
     return _packed(json.dumps(value, separators=(",", ":"), allow_nan=False))
 
 
+def bridge_notes(summary: dict) -> list[dict]:
+    """The studies bridged into a domain's ranking (pipelines.analysis.bridge), as summary.json records them: what
+    the across-domains table must say of the ranks they enter."""
+    return [
+        {
+            "name": name,
+            "domain": domain["ranked_with"],
+            "ref": domain["reference"],
+            "settings": ", ".join(
+                f"{key} {mine} (the domain's {theirs})" for key, (mine, theirs) in domain["bridge_settings"].items()
+            ),
+        }
+        for name, domain in summary["domains"].items()
+        if domain.get("ranked_with")
+    ]
+
+
 def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
     """The page's HTML from the analysed study and its summary.json object; `links`: the study's files by what they
     are (relative paths). A page over PAGE_BUDGET is drawn again with less of each run (RUN_DETAIL_LEVELS: the
@@ -304,6 +321,7 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
         mean_rank_columns=MEAN_RANK_COLUMNS,
         mean_rank=mean_rank_rows(summary),
         not_ranked=summary["not_ranked"],
+        bridges=bridge_notes(summary),
         sections=sections,
         looks=looks_tables(study, summary),
         seed_tables=seed_tables(summary),
