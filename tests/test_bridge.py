@@ -11,7 +11,7 @@ import pytest
 
 from pipelines.compare import main as compare_main
 from pipelines.runs.published_export import export_study
-from tests.run_fixtures import lm_domain, read_csv
+from tests.run_fixtures import lm_domain, read_csv, section
 
 X = np.array([0.9, 1.7, 1.2, 2.6])  # jsb's four test examples
 Y = np.array([1.5, 0.9, 1.1])  # maestro's three
@@ -78,6 +78,11 @@ def test_a_bridged_encoding_is_ranked_in_its_domain_by_its_delta_to_its_own_refe
     assert "**jsb-patterns** (jsb at model.n_layer 4; ranked in jsb by each encoding's Δ to this study's own" in text
     assert "`jsb-patterns`: jsb trained at other settings (model.n_layer 4 (the domain's 2))" in text
     assert (out / "jsb-patterns" / "summary.md").is_file()
+    # bold: the first of the domain's ranking, irope in the bridged column; not rope10k, jsb's own first
+    table = section(text, "Test results by domain and encoding")
+    cells = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:5]] for line in table.splitlines()
+             if line.startswith("| `")}  # fmt: skip
+    assert cells["`irope`"][2].startswith("**1.2000") and not cells["`rope10k` (ref)"][0].startswith("**")
 
 
 def test_without_the_bridge_the_patterns_have_no_mean_rank(studies):

@@ -89,6 +89,15 @@ class Study:
         """The domains the mean rank averages over (a bridged study is ranked inside its domain)."""
         return list(ranking_groups(self.results))
 
+    def best_in(self, result: DomainResult) -> str | None:
+        """The first of the ranking `result` is shown in (its domain's, a bridged study's included), as a table puts
+        it in bold; the result's own first where the study holds no ranking."""
+        rank = self.domain_ranks.get(result.ranked_with or result.domain)
+        if not rank:
+            return result.best()
+        scored = {name: value for name, value in rank.items() if not math.isnan(value)}
+        return min(scored, key=lambda name: (scored[name], name)) if scored else None
+
     @property
     def missing(self) -> list[str]:
         """Every missing-run line of the study: per domain, then the domains without any finished run."""

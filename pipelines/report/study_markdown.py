@@ -58,7 +58,7 @@ def study_markdown(study: Study, figures: list[str], extrapolation: list[dict]) 
 # ------------------------------------------------------------------------------------------ the table
 
 
-def _study_cell(result: DomainResult, encoding: str) -> str:
+def _study_cell(result: DomainResult, encoding: str, best: str | None) -> str:
     entry = result.entries.get(encoding)
     if entry is None:
         if encoding in result.incomplete:
@@ -68,7 +68,7 @@ def _study_cell(result: DomainResult, encoding: str) -> str:
     text = f"{entry.score:.{digits}f}"
     if not math.isnan(entry.ci_lo):
         text += f" ± {(entry.ci_hi - entry.ci_lo) / 2:.{digits}f}"
-    text = bold_if(text, encoding == result.best())
+    text = bold_if(text, encoding == best)
     mark = marks(entry.verdict)
     if mark:
         text += f" {mark}"
@@ -91,7 +91,7 @@ def _table_section(study: Study) -> list[str]:
     rows = []
     for encoding in study.order:
         name = f"`{encoding}`" + (" (ref)" if encoding in refs else "")
-        cells = [_study_cell(result, encoding) for result in study.results]
+        cells = [_study_cell(result, encoding, study.best_in(result)) for result in study.results]
         if encoding in study.mean_rank:
             mean, se = study.mean_rank[encoding]
             cells.append(bold_if(fmt_mean_rank(mean, se), mean == best_rank))
