@@ -158,8 +158,18 @@ class DomainResult:
 
     def best(self) -> str | None:
         """The encoding ranked first by the matched rule (what a table puts in bold)."""
-        rank = self.ranks()
-        return min(rank, key=lambda name: (rank[name], name)) if rank else None
+        return first_ranked(self.ranks())
+
+
+def first_ranked(rank: dict[str, float]) -> str | None:
+    """The encoding of the lowest rank (ties: the first name), NaN ranks aside; None where none is ranked."""
+    scored = {name: value for name, value in rank.items() if not math.isnan(value)}
+    return min(scored, key=lambda name: (scored[name], name)) if scored else None
+
+
+def bridged_settings_text(settings: dict[str, tuple]) -> str:
+    """A bridged study's settings against its domain's, {setting: (its, the domain's)}, as the reports write them."""
+    return ", ".join(f"{key} {mine} (the domain's {theirs})" for key, (mine, theirs) in settings.items())
 
 
 def entries_with_intervals(

@@ -29,7 +29,7 @@ from pipelines.analysis.domain import analyse_domain
 from pipelines.analysis.evidence import missing_runs, require_finished
 from pipelines.analysis.loading import EvidenceError, LoadedDomain, LoadedRun, load_domain
 from pipelines.analysis.recency import StudyRecency, study_recency
-from pipelines.analysis.results import DomainResult
+from pipelines.analysis.results import DomainResult, first_ranked
 from pipelines.analysis.stats import FriedmanResult, cd_groups, chance_normalised, friedman, ranks, summarise_ranks
 from pipelines.analysis.verdict import BOOTSTRAP_SEED
 from pipelines.experiment.config import domain_names
@@ -95,8 +95,7 @@ class Study:
         rank = self.domain_ranks.get(result.ranked_with or result.domain)
         if not rank:
             return result.best()
-        scored = {name: value for name, value in rank.items() if not math.isnan(value)}
-        return min(scored, key=lambda name: (scored[name], name)) if scored else None
+        return first_ranked(rank)
 
     @property
     def missing(self) -> list[str]:

@@ -39,6 +39,7 @@ import jinja2
 import vl_convert
 
 from pipelines.analysis.evidence import commit_label
+from pipelines.analysis.results import bridged_settings_text
 from pipelines.analysis.study import Study
 from pipelines.report.page_charts import (
     SHOWN_BY_DEFAULT,
@@ -257,9 +258,7 @@ def bridge_notes(summary: dict) -> list[dict]:
             "name": name,
             "domain": domain["ranked_with"],
             "ref": domain["reference"],
-            "settings": ", ".join(
-                f"{key} {mine} (the domain's {theirs})" for key, (mine, theirs) in domain["bridge_settings"].items()
-            ),
+            "settings": bridged_settings_text(domain["bridge_settings"]),
         }
         for name, domain in summary["domains"].items()
         if domain.get("ranked_with")

@@ -10,7 +10,7 @@ from collections import defaultdict
 import numpy as np
 
 from pipelines.analysis.paper import PAPER_NLL, PAPER_PRESET
-from pipelines.analysis.results import DomainResult
+from pipelines.analysis.results import DomainResult, bridged_settings_text
 from pipelines.analysis.study import AT_CHANCE, Study
 from pipelines.report.answer import answer_text
 from pipelines.report.cost import cost_section
@@ -166,8 +166,7 @@ def _table_section(study: Study) -> list[str]:
 
 def bridge_note(result: DomainResult) -> str:
     """What a bridged study's column is and how its encodings enter its domain's ranking."""
-    domain, settings = result.ranked_with, result.bridge_settings.items()
-    changed = ", ".join(f"{key} {mine} (the domain's {theirs})" for key, (mine, theirs) in settings)
+    domain, changed = result.ranked_with, bridged_settings_text(result.bridge_settings)
     return (
         f"`{result.domain}`: {domain} trained at other settings ({changed}), with its own runs of `{result.ref}`. "
         f"Its encodings that {domain} does not hold are ranked in {domain} (and its mean rank) by their Δ to these "
