@@ -31,7 +31,7 @@ from pipelines.experiment.config import domain_names
 from pipelines.report.study import write_study_report
 from pipelines.runs.metrics import RunFileError
 from pipelines.runs.published_format import StudyError
-from pipelines.runs.published_join import add_with_option, joined_runs, joined_scratch
+from pipelines.runs.published_join import add_with_option, joined_runs, joined_scratch, runs_label
 from pipelines.runs.published_read import read_studies
 
 ALL_PRESENT = "all-present"
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             bridges = laid_out_bridges(args.bridge, scratch / BRIDGES)
             study = analyse_study(runs_root, chosen, args.ref, bridges)
             if args.with_studies or args.bridge:
-                study.runs_root = Path(" + ".join(map(str, [args.runs, *args.with_studies, *args.bridge])))
+                study.runs_root = runs_label(args.runs, *args.with_studies, *args.bridge)
                 for note in notes:
                     print(note)
             _report(study, args, parser)

@@ -32,7 +32,7 @@ from pipelines.report.study import render_study, study_readme, study_report_file
 from pipelines.runs.metrics import RunFileError
 from pipelines.runs.published_export import EVIDENCE_FILES, StudyExport, collect_study, read_back, render_evidence
 from pipelines.runs.published_format import RUNS, STUDY, TOLERANCE, StudyError
-from pipelines.runs.published_join import add_with_option, copies_disagree, joined_runs, joined_scratch
+from pipelines.runs.published_join import add_with_option, copies_disagree, joined_runs, joined_scratch, runs_label
 from pipelines.runs.published_read import read_studies, read_study
 
 
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             runs_root, _ = joined_runs(args.runs, studies, scratch, args.domains)
             export = collect_study(runs_root, args.domains, args.tolerance)
             report = analyse_study(runs_root, args.domains, None)  # before anything is written: it may refuse
-            report.runs_root = Path(" + ".join(map(str, [args.runs, *args.with_studies])))
+            report.runs_root = runs_label(args.runs, *args.with_studies)
             notes = []
             if (args.out / STUDY).exists():
                 held, dropped, changed, added = replaced(export, args.out)

@@ -66,6 +66,8 @@ def test_a_study_read_back_gives_the_report_its_runs_give_and_exports_byte_for_b
     assert before == {str(p.relative_to(study)): p.read_bytes() for p in study.rglob("*.gz")}
     assert publish_main(["--runs", str(tmp_path / "published_runs"), "--domains", "jsb", "--out", str(study)]) == 0
     assert "published 6 runs of jsb" in capsys.readouterr().out
+    # the runs folder by its name: a published study names no folder of the machine it was built on
+    assert json.loads((study / "summary.json").read_text())["runs"] == "published_runs"
 
 
 def test_a_matching_local_run_joins_and_gets_its_verdict_against_every_published_one(tmp_path, capsys):
@@ -77,7 +79,8 @@ def test_a_matching_local_run_joins_and_gets_its_verdict_against_every_published
     assert set(rows) == {"darope", "hope", "nope"} and rows["hope"]["verdict"] in ("worse", "equivalent")
     pairs = read_csv(tmp_path / "out" / "jsb" / "pairs.csv")
     assert {(p["a"], p["b"]) for p in pairs} == {("darope", "hope"), ("darope", "nope"), ("hope", "nope")}
-    assert "Runs: `" in capsys.readouterr().out and str(study) in (tmp_path / "out" / "summary.md").read_text()
+    assert "Runs: `" in capsys.readouterr().out  # the folders by name (absolute ones are this machine's)
+    assert "Runs: `runs + study`" in (tmp_path / "out" / "summary.md").read_text()
 
 
 @pytest.mark.parametrize(
@@ -408,6 +411,7 @@ def test_publish_refuses_to_replace_a_study_it_would_shrink_or_change_and_says_w
 
     assert publish_main([*args, "--with", str(study)]) == 0  # grown: every run kept, two added
     assert f"{study}: the study grows by 2 runs: jsb/hope/seed0, jsb/hope/seed1" in capsys.readouterr().out
+    assert json.loads((study / "summary.json").read_text())["runs"] == f"two + {study.name}"
     assert publish_main([*args, "--replace"]) == 0
     out = capsys.readouterr().out
     assert f"replacing the study in {study}: the study there holds 8 runs, the new one 2: it drops 6: " in out

@@ -27,7 +27,7 @@ def readers_name(domain: str) -> str:
 
 
 def metric_heading(entry: dict) -> str:
-    """"test NLL ↓" or "norm. acc. ↑": the metric and which way is better, as summary.json declares it."""
+    """ "test NLL ↓" or "norm. acc. ↑": the metric and which way is better, as summary.json declares it."""
     arrow = "↓" if entry["lower_is_better"] else "↑"
     return f"test NLL {arrow}" if "NLL" in entry["metric"] else f"norm. acc. {arrow}"
 

@@ -250,6 +250,22 @@ def joined_runs(
     return scratch, join(studies, local, scratch, domains)
 
 
+def runs_label(*folders: Path) -> Path:
+    """What a study records as its runs: the local runs folder, then the studies joined to it, as `runs + docs/..`.
+    An absolute folder is named relative to the working folder where it lies inside it, else by its own name: a
+    published study names no folder of the machine it was built on."""
+
+    def shown(folder: Path) -> str:
+        if not folder.is_absolute():
+            return str(folder)
+        try:
+            return str(folder.relative_to(Path.cwd()))
+        except ValueError:
+            return folder.name
+
+    return Path(" + ".join(map(shown, folders)))
+
+
 # Where a run folder's files come from in a study: the record's parts, the metrics files
 _RUN_FILES = {MANIFEST: "the manifest", DONE: "the done record", f"{METRICS}/{SUMMARY}": "the summary"}
 _METRICS_FILE = re.compile(rf"{METRICS}/(.+)\.(per_example|per_position)\.csv")
