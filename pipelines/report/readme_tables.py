@@ -1,0 +1,220 @@
+"""The README's result tables, rendered from the published studies' summary.json, never copied by hand.
+
+A table in a markdown file is rendered where a marker line stands right above it:
+
+    <!-- table: across docs/results/study-cpu -->              the table across domains of a compared study
+    <!-- table: verdicts docs/results/maestro-confirm maestro -->   one domain's verdicts against its reference
+
+`python -m pipelines.report.readme_tables README.md` says which marked tables differ from what their study renders
+(exit 1), `--write` renders them in place (the file replaced whole, never half-written); tests/test_readme_tables.py
+holds the README to its studies. Nothing here computes: every figure is read from summary.json as the study wrote
+it (a table of a study's past state, before it grew, carries no marker: it is a record, not a rendering).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+from domains.atomic import write_text
+from pipelines.report.markdown import markdown_table
+from pipelines.report.page_tables import interval_text, number_text, p_cell
+
+READERS_NAMES = {"jsb": "JSB", "maestro": "MAESTRO", "hrg": "GRCh38", "sleep_edf": "Sleep-EDF"}
+DECIDED = ("better", "worse", "equivalent")  # bold in a table: the verdicts that settle a pair
+ABSENT = "—"
+MARKER = re.compile(r"^<!-- table: (across|verdicts) (\S+)(?: (\S+))? -->$")
+
+
+def readers_name(domain: str) -> str:
+    return READERS_NAMES.get(domain, domain)
+
+
+def metric_heading(entry: dict) -> str:
+    """ "test NLL ↓" or "norm. acc. ↑": the metric and which way is better, as summary.json declares it."""
+    arrow = "↓" if entry["lower_is_better"] else "↑"
+    return f"test NLL {arrow}" if "NLL" in entry["metric"] else f"norm. acc. {arrow}"
+
+
+def digits_of(entry: dict) -> int:
+    return 4 if entry["lower_is_better"] else 3
+
+
+def verdict_words(entry: dict, record: dict) -> str:
+    """The verdict as the study's answer words it: decided ones in bold, a futility stop spelled out, an open pair at
+    the design's last look `inconclusive at the cap`; the look it was reached at."""
+    word, look = record["verdict"], record.get("verdict_look")
+    looks = (entry.get("verdict_design") or {}).get("looks") or []
+    if word == "stopped":
+        word = "stopped for futility"
+    elif word == "inconclusive" and looks and record.get("pair_seeds") == looks[-1]:
+        word = "inconclusive at the cap"
+    text = f"**{word}**" if word in DECIDED else word
+    return f"{text} (look {look})" if isinstance(look, int) and look else text
+
+
+# ------------------------------------------------------------------------------------------- across domains
+
+
+def domain_heading(name: str, entry: dict, first: bool) -> str:
+    """The domain's column heading; a bridged study's says which domain it is ranked in."""
+    bridged = entry.get("ranked_with")
+    where = f"{name}, ranked in {readers_name(bridged)}" if bridged else readers_name(name)
+    delta = f"Δ vs {entry['reference']}" if first or bridged else "Δ"
+    return f"{where} {metric_heading(entry)} ({delta}, verdict)"
+
+
+def domain_cell(entry: dict, encoding: str) -> str:
+    """The encoding's score, its matched Δ to the reference and its verdict in one domain; — where not scored."""
+    record = entry["encodings"].get(encoding)
+    if record is None:
+        return ABSENT
+    score = number_text(record["score"], digits_of(entry))
+    if encoding == entry["reference"]:
+        return f"{score} (reference)"
+    verdict = record["verdict"]
+    return f"{score} (Δ {record['matched']:+.4f}, {f'**{verdict}**' if verdict in DECIDED else verdict})"
+
+
+def rank_cell(record: dict | None) -> str:
+    if record is None:
+        return ABSENT
+    se = record.get("se")  # None where summary.json had no spread (one domain)
+    return f"{record['mean']:.2f}" if se is None or math.isnan(se) else f"{record['mean']:.2f} ± {se:.2f}"
+
+
+def spread_cell(record: dict | None) -> str:
+    if record is None:
+        return ""
+    lo, hi = record["ci_over_seeds"]
+    return f"[{lo:.1f}, {hi:.1f}]; {record['p_rank_1']:.2f}"
+
+
+def row_order(summary: dict) -> list[str]:
+    """Every encoding of any domain: by mean rank, then by the NLL domains' mean rank, then by name."""
+    names = {name for entry in summary["domains"].values() for name in entry["encodings"]}
+    mean, nll = summary["mean_rank"], summary.get("mean_rank_nll_domains", {})
+
+    def key(name: str) -> tuple:
+        return (mean[name]["mean"] if name in mean else math.inf, nll[name]["mean"] if name in nll else math.inf, name)
+
+    return sorted(names, key=key)
+
+
+def across_domains_table(summary: dict) -> list[str]:
+    """The markdown table of a compared study: a row per encoding, a column per domain, its mean ranks."""
+    domains = summary["domains"]
+    nll_domains = [name for name, entry in domains.items() if entry["lower_is_better"] and not entry.get("ranked_with")]
+    blocks = len({entry.get("ranked_with") or name for name, entry in domains.items()})
+    header = ["encoding"]
+    header += [domain_heading(name, entry, i == 0) for i, (name, entry) in enumerate(domains.items())]
+    header += [f"mean rank ± SE ({blocks} domains)", "range over resampled seeds; P(rank 1)"]
+    with_nll = "mean_rank_nll_domains" in summary
+    if with_nll:
+        header.append(f"mean rank, {' and '.join(readers_name(name) for name in nll_domains)} ± SE")
+    rows = []
+    for name in row_order(summary):
+        mean = summary["mean_rank"].get(name)
+        row = [f"`{name}`", *(domain_cell(entry, name) for entry in domains.values()), rank_cell(mean)]
+        row.append(spread_cell(mean))
+        if with_nll:
+            row.append(rank_cell(summary["mean_rank_nll_domains"].get(name)))
+        rows.append(row)
+    return markdown_table(header, rows)
+
+
+# ------------------------------------------------------------------------------------------- one domain
+
+
+def verdicts_table(summary: dict, domain: str) -> list[str]:
+    """One domain's encodings by rank: score over their own seeds, the Δ to the reference with the interval the
+    verdict rests on (its level), P(better), the Holm and TOST p-values, the verdict and its look."""
+    entry = summary["domains"][domain]
+    digits, ref = digits_of(entry), entry["reference"]
+    records = sorted(entry["encodings"].items(), key=lambda item: (item[1]["rank"], item[0]))
+    header = ["rank", "encoding", f"{metric_heading(entry)} (own seeds)", "seeds"]
+    header += [f"Δ vs {ref} [decision interval, its level]", "P(better) [95% CI]", "p difference (Holm)"]
+    header += [f"p TOST (±{entry['equivalence_region']:g})", "verdict (look)"]
+    rows = []
+    for i, (name, record) in enumerate(records):
+        score = number_text(record["score"], digits)
+        row = [f"{record['rank']:g}", f"`{name}`", f"**{score}**" if i == 0 else score]
+        if name == ref:
+            rows.append([*row, str(len(record["seeds"])), "reference", "", "", "", ""])
+            continue
+        decision = interval_text(record.get("decision_lo"), record.get("decision_hi"), digits, signed=True)
+        level = record.get("decision_level")
+        delta = f"{number_text(record['delta'], digits, signed=True)} {decision}"
+        delta += f" ({100 * level:.3g}%)" if isinstance(level, float) else ""
+        p_better = f"{record['p_better']:.2f} {interval_text(record['p_better_lo'], record['p_better_hi'], 2)}"
+        row += [str(record["pair_seeds"]), delta, p_better, p_cell(record["seed_p_holm"]), p_cell(record["p_tost"])]
+        rows.append([*row, verdict_words(entry, record)])
+    return markdown_table(header, rows)
+
+
+# ------------------------------------------------------------------------------------------- a markdown file
+
+
+def rendered(kind: str, study: Path, domain: str | None) -> list[str]:
+    """The table a marker names, from its study's summary.json (the study's path relative to the working folder)."""
+    path = study / "summary.json"
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{path}: cannot read the study's summary: {error}") from error
+    if kind == "across":
+        return across_domains_table(summary)
+    if domain not in summary["domains"]:
+        raise ValueError(f"{path}: no domain {domain!r} (it holds {', '.join(summary['domains'])})")
+    return verdicts_table(summary, domain)
+
+
+def render_tables(text: str, root: Path) -> tuple[str, list[str]]:
+    """`text` with every marked table rendered afresh from its study (studies relative to `root`), and the markers
+    whose table differed."""
+    lines, out, stale = text.splitlines(), [], []
+    i = 0
+    while i < len(lines):
+        out.append(lines[i])
+        marker = MARKER.match(lines[i])
+        i += 1
+        if not marker:
+            continue
+        kind, study, domain = marker.groups()
+        table = rendered(kind, root / study, domain)
+        end = i
+        while end < len(lines) and lines[end].startswith("|"):
+            end += 1
+        if lines[i:end] != table:
+            stale.append(lines[i - 1])
+        out += table
+        i = end
+    return "\n".join(out) + ("\n" if text.endswith("\n") else ""), stale
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("markdown", type=Path, help="a markdown file with marked tables (README.md)")
+    parser.add_argument("--write", action="store_true", help="render the marked tables in place")
+    args = parser.parse_args(argv)
+    try:
+        text = args.markdown.read_text()
+        new, stale = render_tables(text, Path.cwd())
+    except (OSError, ValueError) as error:
+        parser.exit(1, f"error: {error}\n")
+    if args.write:
+        if new != text:
+            write_text(args.markdown, new)
+        print(f"{args.markdown}: {len(stale)} table(s) rendered afresh" + "".join(f"\n  {m}" for m in stale))
+        return 0
+    for marker in stale:
+        print(f"{args.markdown}: stale: {marker}", file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,148 @@
+"""The README's result tables are rendered from the studies' summary.json (pipelines.report.readme_tables), not copied
+by hand: the README holds every marked table line for line, and the renderers write what a reader expects of a
+hand-built summary (the order, the cells, a bridged study's column, the verdict words)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipelines.report.readme_tables import across_domains_table, main, render_tables, verdicts_table
+from tests.sample_fixtures import REPO
+
+
+def test_the_readme_holds_every_marked_table_as_its_study_renders_it():
+    readme = (REPO / "README.md").read_text()
+    again, stale = render_tables(readme, REPO)
+    assert stale == [] and again == readme
+    assert "<!-- table: across docs/results/study-cpu -->" in readme.splitlines()
+    summary = json.loads((REPO / "docs" / "results" / "study-cpu" / "summary.json").read_text())
+    table = across_domains_table(summary)
+    assert len(table) == 2 + len({name for entry in summary["domains"].values() for name in entry["encodings"]})
+
+
+def _domain(metric, lower, scores, verdicts, **extra):
+    return {
+        "metric": metric,
+        "lower_is_better": lower,
+        "reference": "rope10k",
+        "encodings": {
+            name: {"score": score, "matched": score - scores["rope10k"], "verdict": verdicts.get(name, "")}
+            for name, score in scores.items()
+        },
+        **extra,
+    }
+
+
+def test_a_hand_built_summary_renders_its_order_cells_and_bridged_column():
+    summary = {
+        "domains": {
+            "jsb": _domain(
+                "test NLL",
+                True,
+                {"rope10k": 0.8, "nope": 2.1, "alibi": 0.9},
+                {"nope": "worse", "alibi": "inconclusive"},
+            ),
+            "synthetic": _domain(
+                "chance-normalised test accuracy", False, {"rope10k": 0.5, "nope": 0.4}, {"nope": "inconclusive"}
+            ),
+            "jsb-patterns": _domain(
+                "test NLL", True, {"rope10k": 0.81, "irope": 0.7}, {"irope": "better"}, ranked_with="jsb"
+            ),
+        },
+        "mean_rank": {"rope10k": {"mean": 1.0, "se": 0.0, "ci_over_seeds": [1.0, 1.5], "p_rank_1": 0.9}},
+        "mean_rank_nll_domains": {"rope10k": {"mean": 1.0, "se": None}, "alibi": {"mean": 2.0, "se": None}},
+    }
+    summary["mean_rank"]["nope"] = {"mean": 2.0, "se": 0.0, "ci_over_seeds": [1.5, 2.0], "p_rank_1": 0.1}
+    assert across_domains_table(summary) == [
+        "| encoding | JSB test NLL ↓ (Δ vs rope10k, verdict) | synthetic norm. acc. ↑ (Δ, verdict) "
+        "| jsb-patterns, ranked in JSB test NLL ↓ (Δ vs rope10k, verdict) | mean rank ± SE (2 domains) "
+        "| range over resampled seeds; P(rank 1) | mean rank, JSB ± SE |",
+        "|---|---|---|---|---|---|---|",
+        "| `rope10k` | 0.8000 (reference) | 0.500 (reference) | 0.8100 (reference) | 1.00 ± 0.00 | [1.0, 1.5]; 0.90 "
+        "| 1.00 |",
+        "| `nope` | 2.1000 (Δ +1.3000, **worse**) | 0.400 (Δ -0.1000, inconclusive) | — | 2.00 ± 0.00 "
+        "| [1.5, 2.0]; 0.10 | — |",
+        "| `alibi` | 0.9000 (Δ +0.1000, inconclusive) | — | — | — |  | 2.00 |",
+        "| `irope` | — | — | 0.7000 (Δ -0.1100, **better**) | — |  | — |",
+    ]
+
+
+def _verdict_domain():
+    base = {"within_lo": 0, "within_hi": 0, "p_better_lo": 0.09, "p_better_hi": 0.99, "decision_level": 0.9875}
+    records = {
+        "rope10k": {"rank": 2.0, "score": 0.8, "seeds": {"10": 0.8, "11": 0.8, "12": 0.8}, "verdict": ""},
+        "irope": {
+            "rank": 1.0,
+            "score": 0.7,
+            "delta": -0.1,
+            "decision_lo": -0.15,
+            "decision_hi": -0.05,
+            "verdict": "better",
+        },
+        "nope": {
+            "rank": 4.0,
+            "score": 2.1,
+            "delta": 1.3,
+            "decision_lo": 1.2,
+            "decision_hi": 1.4,
+            "verdict": "inconclusive",
+        },
+        "lerope": {
+            "rank": 3.0,
+            "score": 0.8,
+            "delta": 0.001,
+            "decision_lo": -0.02,
+            "decision_hi": 0.02,
+            "verdict": "stopped",
+        },
+    }
+    for name, record in records.items():
+        if name != "rope10k":
+            record.update(base, p_better=0.67, seed_p_holm=0.0123, p_tost=0.5, pair_seeds=3 if name != "nope" else 10)
+            record["verdict_look"] = 1 if name != "nope" else 4
+    return {
+        "metric": "test NLL",
+        "lower_is_better": True,
+        "reference": "rope10k",
+        "equivalence_region": 0.005,
+        "verdict_design": {"looks": [3, 5, 8, 10]},
+        "encodings": records,
+    }
+
+
+def test_a_domains_verdict_table_orders_by_rank_and_words_each_verdict_as_the_answer_does():
+    assert verdicts_table({"domains": {"jsb": _verdict_domain()}}, "jsb") == [
+        "| rank | encoding | test NLL ↓ (own seeds) | seeds | Δ vs rope10k [decision interval, its level] "
+        "| P(better) [95% CI] | p difference (Holm) | p TOST (±0.005) | verdict (look) |",
+        "|---|---|---|---|---|---|---|---|---|",
+        "| 1 | `irope` | **0.7000** | 3 | -0.1000 [-0.1500, -0.0500] (98.8%) | 0.67 [0.09, 0.99] | 0.0123 | 0.5 "
+        "| **better** (look 1) |",
+        "| 2 | `rope10k` | 0.8000 | 3 | reference |  |  |  |  |",
+        "| 3 | `lerope` | 0.8000 | 3 | +0.0010 [-0.0200, +0.0200] (98.8%) | 0.67 [0.09, 0.99] | 0.0123 | 0.5 "
+        "| stopped for futility (look 1) |",
+        "| 4 | `nope` | 2.1000 | 10 | +1.3000 [+1.2000, +1.4000] (98.8%) | 0.67 [0.09, 0.99] | 0.0123 | 0.5 "
+        "| inconclusive at the cap (look 4) |",
+    ]
+
+
+def test_write_renders_a_stale_marked_table_in_place_and_the_check_names_it(tmp_path, capsys, monkeypatch):
+    study = tmp_path / "docs" / "results" / "one"
+    study.mkdir(parents=True)
+    (study / "summary.json").write_text(json.dumps({"domains": {"jsb": _verdict_domain()}}))
+    marker = "<!-- table: verdicts docs/results/one jsb -->"
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{marker}\n| rank | old |\n|---|---|\n| 1 | `irope` |\n\nafter\n")
+    monkeypatch.chdir(tmp_path)
+    assert main([str(readme)]) == 1
+    assert f"README.md: stale: {marker}" in capsys.readouterr().err
+    assert main([str(readme), "--write"]) == 0
+    table = verdicts_table({"domains": {"jsb": _verdict_domain()}}, "jsb")
+    assert readme.read_text() == "# x\n\n" + "\n".join([marker, *table]) + "\n\nafter\n"
+    assert main([str(readme)]) == 0
+    readme.write_text(f"{marker.replace('jsb', 'maestro')}\n")
+    with pytest.raises(SystemExit) as exit_:
+        main([str(readme)])
+    assert exit_.value.code == 1
+    assert f"{study / 'summary.json'}: no domain 'maestro' (it holds jsb)" in capsys.readouterr().err
