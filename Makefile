@@ -82,6 +82,9 @@ settle: $(ENV_STAMP) ## Train the seeds a domain's verdicts need, group-sequenti
 publish: $(ENV_STAMP) ## Write the runs' evidence, report and page into a study folder others can join (DOMAINS=jsb STUDY=docs/results/...; ARGS=--replace)
 	$(PY) -m pipelines.publish --runs runs --domains $(DOMAINS) --out $(STUDY) $(if $(WITH),--with $(WITH)) $(ARGS)
 
+readme-tables: $(ENV_STAMP) ## Render README.md's result tables from the studies they name (after a publish or compare)
+	$(PY) -m pipelines.report.readme_tables README.md --write
+
 reproduce: $(ENV_STAMP) ## Re-train published runs and compare them with the study (STUDY=docs/results/... RUNS="rope10k/0")
 	$(PY) -m pipelines.reproduce --study $(STUDY) --runs $(RUNS)
 
@@ -108,4 +111,4 @@ format: $(ENV_STAMP) ## Apply ruff's fixes and formatting
 clean: ## Remove runs and results (keeps data and the environment)
 	rm -rf runs results
 
-.PHONY: help env test test-fast train compare settle publish reproduce throughput gpu-check demo lint format clean
+.PHONY: help env test test-fast train compare settle publish readme-tables reproduce throughput gpu-check demo lint format clean
