@@ -91,6 +91,7 @@ def test_compare_writes_one_self_contained_page_beside_summary_md(fabricated):
         assert reference not in page, reference
     for link in ("summary.md", "summary.csv", "summary.json", "jsb/summary.md"):
         assert f'href="{link}"' in page
+    assert "<h3>Across domains</h3>" in page and "<h3>Rank over resampled seeds</h3>" not in page  # several domains
     # summary.json carries what the page shows beside Δ (the forest plot's interval, the region, the look)
     assert summary["domains"]["jsb"]["equivalence_region"] == 0.005
     hope = summary["domains"]["jsb"]["encodings"]["hope"]
@@ -370,6 +371,8 @@ def test_publish_writes_the_study_page_beside_its_evidence(tmp_path, capsys):
     assert f"its page: {out / INDEX}" in capsys.readouterr().out
     for name in ("study.json", "runs.json.gz", "summary.md", "summary.json", "jsb/summary.md", INDEX):
         assert (out / name).is_file(), name
+    page = (out / INDEX).read_text()  # one domain: its ranks over resampled seeds, not a mean "across domains"
+    assert "<h3>Rank over resampled seeds</h3>" in page and "<h3>Across domains</h3>" not in page
     summary = json.loads((out / "summary.json").read_text())
     cells = _Cells()
     cells.feed((out / INDEX).read_text())

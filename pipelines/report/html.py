@@ -319,6 +319,8 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
         leaderboard=leaderboard_rows(study, summary),
         mean_rank_columns=MEAN_RANK_COLUMNS,
         mean_rank=mean_rank_rows(summary),
+        # a study of one domain (a bridged study counts in its domain): its mean rank is that domain's rank
+        one_domain=len({result.ranked_with or result.domain for result in study.results}) == 1,
         not_ranked=summary["not_ranked"],
         bridges=bridge_notes(summary),
         sections=sections,
