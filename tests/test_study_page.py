@@ -373,6 +373,8 @@ def test_publish_writes_the_study_page_beside_its_evidence(tmp_path, capsys):
         assert (out / name).is_file(), name
     page = (out / INDEX).read_text()  # one domain: its ranks over resampled seeds, not a mean "across domains"
     assert "<h3>Rank over resampled seeds</h3>" in page and "<h3>Across domains</h3>" not in page
+    assert 'id="mean-rank-table"' in page  # the ranks and their spread are still shown
+    assert "Not run: needs at least 2 domains; here 1." in page and "Not run: not run" not in page
     summary = json.loads((out / "summary.json").read_text())
     cells = _Cells()
     cells.feed((out / INDEX).read_text())

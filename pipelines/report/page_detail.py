@@ -197,7 +197,8 @@ def friedman_tables(summary: dict) -> list[dict]:
     tables = []
     for name, outcome in summary["friedman"].items():
         if "not_run" in outcome:
-            tables.append({"domain": "", "title": f"Across {name}", "note": f"Not run: {outcome['not_run']}.",
+            why = outcome["not_run"]  # "not run: needs ...", as summary.md words it
+            tables.append({"domain": "", "title": f"Across {name}", "note": f"{why[:1].upper()}{why[1:]}.",
                             "columns": [], "rows": [], "summary": "not run"})  # fmt: skip
             continue
         k, blocks = len(outcome["encodings"]), outcome["blocks"]
