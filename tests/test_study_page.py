@@ -374,7 +374,8 @@ def test_publish_writes_the_study_page_beside_its_evidence(tmp_path, capsys):
     page = (out / INDEX).read_text()  # one domain: its ranks over resampled seeds, not a mean "across domains"
     assert "<h3>Rank over resampled seeds</h3>" in page and "<h3>Across domains</h3>" not in page
     assert 'id="mean-rank-table"' in page  # the ranks and their spread are still shown
-    assert "Not run: needs at least 2 domains; here 1." in page and "Not run: not run" not in page
+    assert '<button type="button">rank</button>' in page and ">SE<" not in page  # its rank, no spread across domains
+    assert "Friedman and Nemenyi, across domains" not in page  # a test that cannot run is not offered
     summary = json.loads((out / "summary.json").read_text())
     cells = _Cells()
     cells.feed((out / INDEX).read_text())

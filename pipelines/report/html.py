@@ -55,6 +55,7 @@ from pipelines.report.page_detail import extrapolation_tables, friedman_tables, 
 from pipelines.report.page_runs import RUN_DETAIL_LEVELS, run_records
 from pipelines.report.page_tables import (
     MEAN_RANK_COLUMNS,
+    ONE_DOMAIN_RANK_COLUMNS,
     leaderboard_columns,
     leaderboard_rows,
     looks_tables,
@@ -311,16 +312,18 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
     environment.filters["code_spans"] = code_spans
     environment.filters["markdown_spans"] = markdown_spans
     template = environment.get_template("study.html.j2")
+    # a study of one domain (a bridged study counts in its domain): its mean rank is that domain's rank, and no test
+    # across domains can run
+    one_domain = len({result.ranked_with or result.domain for result in study.results}) == 1
     fixed = dict(  # what does not depend on the detail per run: computed once, whatever the level
         links=links,
         domains=[result.domain for result in study.results],
         answers=[{"domain": d, "text": summary["domains"][d]["answer"]} for d in (r.domain for r in study.results)],
         leaderboard_columns=leaderboard_columns(study),
         leaderboard=leaderboard_rows(study, summary),
-        mean_rank_columns=MEAN_RANK_COLUMNS,
+        mean_rank_columns=ONE_DOMAIN_RANK_COLUMNS if one_domain else MEAN_RANK_COLUMNS,
         mean_rank=mean_rank_rows(summary),
-        # a study of one domain (a bridged study counts in its domain): its mean rank is that domain's rank
-        one_domain=len({result.ranked_with or result.domain for result in study.results}) == 1,
+        one_domain=one_domain,
         not_ranked=summary["not_ranked"],
         bridges=bridge_notes(summary),
         sections=sections,
@@ -328,7 +331,7 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
         seed_tables=seed_tables(summary),
         extrapolation_tables=extrapolation_tables(summary),
         tasks=task_tables(summary),
-        friedman=friedman_tables(summary),
+        friedman=[table for table in friedman_tables(summary) if not one_domain or table["title"] != "Across domains"],
         variance=variance,
         has_yarn=has_yarn,
         shown_count=SHOWN_BY_DEFAULT,

@@ -267,6 +267,13 @@ MEAN_RANK_COLUMNS = [
     ("p_rank_1", "P(rank 1)", "share of resamples where the encoding's mean rank is the best"),
     ("domains", "domains", ""),
 ]
+# a study of one domain: the rank is the domain's own, with no spread across domains to show
+ONE_DOMAIN_RANK_COLUMNS = [
+    ("encoding", "encoding", ""),
+    ("mean_rank", "rank", "rank by the matched rule (1 = best), as in the leaderboard"),
+    ("range", "2.5-97.5% over resampled seeds", "Bayesian bootstrap over the domain's seeds (descriptive)"),
+    ("p_rank_1", "P(rank 1)", "share of resamples where the encoding ranks first"),
+]
 
 
 def looks_tables(study: Study, summary: dict) -> list[dict]:
