@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -281,3 +282,33 @@ def test_a_sweep_with_a_published_study_trains_only_what_it_lacks_and_refuses_wh
     assert sweep_module.main(["trainer.max_steps=7", *args]) == 1
     assert trained == ["jsb/darope/seed3", "jsb/nope/seed3"]  # nothing more
     assert "refusing to train for" in capsys.readouterr().err
+
+
+def test_each_finished_run_says_about_how_long_the_sweep_has_left(tmp_path, capsys):
+    """The sweep's plain lines (a log, not a terminal): the time of day, and as each run finishes the runs left at the
+    median wall seconds of the finished ones, `workers` at a time; nothing to estimate from before the first."""
+    from pipelines.launch.jobs import Job
+    from pipelines.launch.progress import ProgressView, time_left
+
+    def job(seed, status, seconds=None):
+        key = RunKey("jsb", None, "rope10k", seed)
+        return Job([], key, tmp_path / f"seed{seed}", 300, 4096, status=status, seconds=seconds)
+
+    jobs = [job(0, "done", 400.0), job(1, "done", 800.0), job(2, "done", 420.0), job(3, "running"), job(4, "queued")]
+    jobs += [job(5, "skipped"), job(6, "queued")]
+    # 3 left (running or queued) x the median 420 s / 2 at a time = 630 s
+    assert time_left(jobs, 2) == "; about 10 min left (3 runs at a median 420 s, 2 at a time)"
+    assert time_left(jobs, 1) == "; about 21 min left (3 runs at a median 420 s, 1 at a time)"
+    assert time_left([job(0, "running"), job(1, "queued")], 2) == ""  # none finished yet
+    assert time_left([job(0, "done", 400.0)], 2) == ""  # nothing left
+    many = [job(0, "done", 3600.0)] + [job(seed, "queued") for seed in range(1, 5)]
+    assert time_left(many, 1) == "; about 4.0 h left (4 runs at a median 3600 s, 1 at a time)"
+    view = ProgressView(jobs, live=False, workers=2)
+    view.update()
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 5  # every job but the queued ones, once; 4 of 7 are over (done or skipped)
+    assert re.fullmatch(r"\[  4/7\] \d\d:\d\d:\d\d jsb/rope10k/seed1: done, 800 s; about 10 min left .*", lines[1])
+    assert re.fullmatch(r"\[  4/7\] \d\d:\d\d:\d\d jsb/rope10k/seed3: running", lines[3])
+    assert re.fullmatch(r"\[  4/7\] \d\d:\d\d:\d\d jsb/rope10k/seed5: skipped", lines[4])
+    view.update()
+    assert capsys.readouterr().out == ""  # no change, no line

@@ -189,7 +189,7 @@ def run_local(
     gpus = visible_gpus()
     workers = max(1, min(workers, len(gpus) or workers))
     threads = threads or max(1, (os.cpu_count() or 1) // workers)
-    view = ProgressView(jobs, live=sys.stdout.isatty() if live is None else live)
+    view = ProgressView(jobs, live=sys.stdout.isatty() if live is None else live, workers=workers)
     view.update()
     try:
         if isolate:

@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
+import statistics
+import time
+
 from pipelines.launch.jobs import ELSEWHERE, Job
 
 
-class ProgressView:
-    """A live table on a terminal; one line per change of state otherwise (CI logs, files)."""
+def time_left(jobs: list[Job], workers: int) -> str:
+    """About how long the sweep has left: the runs not yet finished (queued or running) at the median wall seconds of
+    the runs this sweep finished, `workers` at a time; "" before the first finishes or after the last. A planning
+    figure: runs of one sweep differ in cost (CoPE's take twice rope10k's), and the longest start first."""
+    finished = [job.seconds for job in jobs if job.status == "done" and job.seconds is not None]
+    left = sum(job.status in ("queued", "running") for job in jobs)
+    if not finished or not left:
+        return ""
+    median = statistics.median(finished)
+    minutes = left * median / max(1, workers) / 60
+    when = f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+    return f"; about {when} left ({left} runs at a median {median:.0f} s, {workers} at a time)"
 
-    def __init__(self, jobs: list[Job], live: bool) -> None:
-        self.jobs, self.live, self._shown = jobs, live, {}
+
+class ProgressView:
+    """A live table on a terminal; one line per change of state otherwise (CI logs, files), with the time of day
+    and, as each run finishes, about how long the sweep has left (time_left)."""
+
+    def __init__(self, jobs: list[Job], live: bool, workers: int = 1) -> None:
+        self.jobs, self.live, self.workers, self._shown = jobs, live, workers, {}
         self._rich = None
         if live:
             from rich.live import Live
@@ -43,7 +61,9 @@ class ProgressView:
                 extra = f", {rate:,.0f} tokens/s" if rate and job.status == "done" else ""
                 extra += f", {job.seconds:.0f} s" if job.seconds is not None else ""
                 extra += f": {job.error}" if job.error else ""
-                print(f"[{done:3d}/{len(self.jobs)}] {job.label}: {job.status}{extra}", flush=True)
+                extra += time_left(self.jobs, self.workers) if job.status == "done" else ""
+                clock = time.strftime("%H:%M:%S")
+                print(f"[{done:3d}/{len(self.jobs)}] {clock} {job.label}: {job.status}{extra}", flush=True)
 
     def close(self) -> None:
         if self._rich is not None:
