@@ -331,7 +331,7 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
         seed_tables=seed_tables(summary),
         extrapolation_tables=extrapolation_tables(summary),
         tasks=task_tables(summary),
-        friedman=[table for table in friedman_tables(summary) if not one_domain or table["title"] != "Across domains"],
+        friedman=friedman_tables(summary, across_domains=not one_domain),
         variance=variance,
         has_yarn=has_yarn,
         shown_count=SHOWN_BY_DEFAULT,

@@ -191,11 +191,14 @@ def task_tables(summary: dict) -> list[dict]:
     return tables
 
 
-def friedman_tables(summary: dict) -> list[dict]:
-    """Per block family (the domains; a task domain's tasks): the Friedman and Iman-Davenport tests, the Nemenyi
-    critical difference and each encoding's mean rank, with the groups the test does not separate."""
+def friedman_tables(summary: dict, across_domains: bool = True) -> list[dict]:
+    """Per block family (the domains, unless not `across_domains`; a task domain's tasks): the Friedman and
+    Iman-Davenport tests, the Nemenyi critical difference and each encoding's mean rank, with the groups the test
+    does not separate."""
     tables = []
     for name, outcome in summary["friedman"].items():
+        if name == "domains" and not across_domains:
+            continue
         if "not_run" in outcome:
             why = outcome["not_run"]  # "not run: needs ...", as summary.md words it
             tables.append({"domain": "", "title": f"Across {name}", "note": f"{why[:1].upper()}{why[1:]}.",
