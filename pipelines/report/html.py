@@ -314,7 +314,7 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
     template = environment.get_template("study.html.j2")
     # a study of one domain (a bridged study counts in its domain): its mean rank is that domain's rank, and no test
     # across domains can run
-    one_domain = len({result.ranked_with or result.domain for result in study.results}) == 1
+    one_domain = len(study.ranked_domains) == 1
     fixed = dict(  # what does not depend on the detail per run: computed once, whatever the level
         links=links,
         domains=[result.domain for result in study.results],

@@ -21,8 +21,9 @@ import sys
 from pathlib import Path
 
 from domains.atomic import write_text
-from pipelines.report.markdown import markdown_table
+from pipelines.report.markdown import fmt_mean_rank, markdown_table
 from pipelines.report.page_tables import interval_text, number_text, p_cell
+from pipelines.report.verdicts import AT_THE_CAP
 
 READERS_NAMES = {"jsb": "JSB", "maestro": "MAESTRO", "hrg": "GRCh38", "sleep_edf": "Sleep-EDF"}
 DECIDED = ("better", "worse", "equivalent")  # bold in a table: the verdicts that settle a pair
@@ -52,7 +53,7 @@ def verdict_words(entry: dict, record: dict) -> str:
     if word == "stopped":
         word = "stopped for futility"
     elif word == "inconclusive" and looks and record.get("pair_seeds") == looks[-1]:
-        word = "inconclusive at the cap"
+        word = AT_THE_CAP
     text = f"**{word}**" if word in DECIDED else word
     return f"{text} (look {look})" if isinstance(look, int) and look else text
 
@@ -84,7 +85,7 @@ def rank_cell(record: dict | None) -> str:
     if record is None:
         return ABSENT
     se = record.get("se")  # None where summary.json had no spread (one domain)
-    return f"{record['mean']:.2f}" if se is None or math.isnan(se) else f"{record['mean']:.2f} ± {se:.2f}"
+    return fmt_mean_rank(record["mean"], math.nan if se is None else se)
 
 
 def spread_cell(record: dict | None) -> str:

@@ -12,6 +12,7 @@ from pipelines.analysis.stats import PairedResult
 from pipelines.analysis.verdict import LEVEL, POWER, STOPPED_BY, STOPPED_WORDS, PairVerdict
 from pipelines.report.markdown import bold_if, markdown_table
 
+AT_THE_CAP = "inconclusive at the cap"  # an open pair at its design's last look: no more seeds will be trained
 PAPER_COLUMN = "paper 000 C.2: p (Holm), per example, conditional on the trained models"
 # the one rule every table and figure marks by (its legend: MARKS_RULE)
 MARKS_RULE = (
@@ -81,7 +82,7 @@ def verdict_label(pair: PairVerdict, family: FamilyResult | None) -> str:
     if word == "stopped":
         word = STOPPED_BY[family.design.futility] if designed else STOPPED_WORDS
     elif designed and capped(pair, family.design):
-        word = "inconclusive at the cap"
+        word = AT_THE_CAP
     text = f"**{word}**" + (f" (look {pair.look})" if designed and pair.look else "")
     if pair.scope == "joined":
         return text + ", joined: its own family over the design's looks, outside the study's"
