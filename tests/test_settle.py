@@ -566,3 +566,27 @@ def test_seeds_fix_a_design_before_any_of_its_runs_exist(tmp_path, capsys):
     with pytest.raises(SystemExit):
         settle_module.main([*args[:-3], "20", "21", "22", "--record"])
     assert "the design's first look is seeds 10, 11, 12, not --seeds 20 21 22" in capsys.readouterr().err
+
+
+def test_a_design_published_before_its_first_look_completes_is_continued_by_settle_with(tmp_path, monkeypatch, capsys):
+    """A study whose run folders do not outlive a session is published in slices: the finished runs of a first look
+    not yet complete (rope10k and hope on seeds 10 and 11, nope on seed 10) publish with the design and test no
+    pair; settle --with the slice, in an empty runs folder, plans exactly the rest of the first look (nothing the
+    slice holds), under the published design."""
+    root, study, local = tmp_path / "runs", tmp_path / "study", tmp_path / "local"
+    args = ["--domain", "jsb", "--encodings", "hope", "nope"]
+    assert settle_module.main([*args, "--runs", str(root), "--seeds", "10", "11", "12", "--record"]) == 0
+    lm_domain(root, "jsb", {"rope10k": X, "hope": X + 0.01}, seeds=(10, 11), seed_step=0.0)
+    lm_domain(root, "jsb", {"nope": X + 0.3}, seeds=(10,), seed_step=0.0)
+    assert publish_main(["--runs", str(root), "--domains", "jsb", "--out", str(study)]) == 0
+    answer = json.loads((study / "summary.json").read_text())["domains"]["jsb"]["answer"]
+    assert "its first look is not reached, so no pair is tested yet; the first look needs 4 more runs" in answer
+    design = json.loads((root / "jsb" / "settle.json").read_text())
+    assert json.loads((study / "settle" / "jsb.json").read_text()) == design
+
+    monkeypatch.setattr(settle_module, "check_joinable", lambda jobs, studies: None)  # fabricated manifests
+    capsys.readouterr()
+    assert settle_module.main([*args, "--runs", str(local), "--with", str(study), "--plan"]) == 0
+    planned = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("  jsb/")]
+    assert sorted(planned) == ["jsb/hope/seed12", "jsb/nope/seed11", "jsb/nope/seed12", "jsb/rope10k/seed12"]
+    assert not local.exists()
