@@ -591,3 +591,28 @@ def test_the_analysis_and_the_report_are_functions_of_the_loaded_runs(tmp_path):
     assert records["maestro/rope10k+yarn/seed0"]["ref"] == "maestro/darope/seed0"
     far_mass = json.loads((from_loaded.parent / "summary.json").read_text())["attention_by_distance"]["far_mass"]
     assert [(row["encoding"], row["seeds"]) for row in far_mass] == [("darope", [0]), ("nope", [1])]
+
+
+def test_a_domain_of_one_seed_has_no_spread_over_resampled_seeds(tmp_path):
+    """A study of one seed (a design's first look still training, published in slices) ranks its encodings by their
+    Δ on that seed, but has nothing to resample: no range and no P(rank 1) (resampling one seed gives every
+    replicate the same ranks: a zero-width range and P(rank 1) = 1.00); with a second seed both are there."""
+    from pipelines.report.page_tables import mean_rank_rows
+
+    x = np.array([0.2, 1.4, 0.6, 2.5])
+    nll = {"rope10k": x, "darope": x - 0.01, "nope": x + 0.3}
+    lm_domain(tmp_path / "one", "jsb", nll, seeds=(10,), seed_step=0.0)
+    summary = study(tmp_path / "one", ["jsb"], tmp_path / "one_out")
+    table = [line for line in section(summary.read_text(), "Test results by domain and encoding").splitlines()]
+    rows = {line.split(" | ")[0]: line for line in table if line.startswith("| `")}
+    assert rows["| `darope`"].endswith("| **1.00** | — |") and rows["| `nope`"].endswith("| 3.00 | — |")
+    record = json.loads((tmp_path / "one_out" / "summary.json").read_text())
+    assert {name: (r["ci_over_seeds"], r["p_rank_1"]) for name, r in record["mean_rank"].items()} == dict.fromkeys(
+        nll, ([None, None], None)
+    )
+    cells = {row["encoding"]: row["cells"] for row in mean_rank_rows(record)}
+    assert {name: (c["range"].text, c["p_rank_1"].text) for name, c in cells.items()} == dict.fromkeys(nll, ("—", "—"))
+
+    lm_domain(tmp_path / "two", "jsb", nll, seeds=(10, 11), seed_step=0.01)
+    record = json.loads(study(tmp_path / "two", ["jsb"], tmp_path / "two_out").with_name("summary.json").read_text())
+    assert record["mean_rank"]["darope"]["p_rank_1"] == 1.0 and record["mean_rank"]["nope"]["ci_over_seeds"] == [3, 3]

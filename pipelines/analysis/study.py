@@ -187,6 +187,9 @@ def mean_ranks(results: list[DomainResult]) -> dict[str, tuple[float, float]]:
 
 
 RANK_REPLICATES = 10_000
+# a domain of one seed has no spread over seeds to resample: every replicate would give it weight 1, and a study of
+# one seed (a design's first look still training) would print a zero-width range and P(rank 1) = 1.00
+MIN_RESAMPLED_SEEDS = 2
 
 
 def resampled_matched(result: DomainResult, name: str, weights: np.ndarray) -> np.ndarray:
@@ -221,10 +224,13 @@ def rank_uncertainty(results: list[DomainResult], replicates: int = RANK_REPLICA
     domain's encodings by their resampled matched scores (resampled_matched), and averages the ranks over the
     domains. Returns (2.5%, 97.5% percentiles of the mean rank, P(rank 1)): P(rank 1) is the share of replicates
     where the encoding's mean rank is the best (ties shared). A descriptive spread, not a test: its coverage at 3 to
-    10 seeds is not established. Fixed random numbers."""
+    10 seeds is not established. Fixed random numbers. Nothing ({}) where a domain holds fewer than
+    MIN_RESAMPLED_SEEDS seeds."""
     groups = list(ranking_groups(results).values())
     common = sorted(set.intersection(*(set(ranked_entries(group)) for group in groups))) if groups else []
     if not common or any(result.evidence is None for result in results):
+        return {}
+    if any(len(result.evidence.seeds) < MIN_RESAMPLED_SEEDS for result in results):
         return {}
     rng = np.random.default_rng([BOOTSTRAP_SEED, 2])
     total = np.zeros((replicates, len(common)))

@@ -239,6 +239,11 @@ LEADERBOARD_COLUMNS = [
 ]
 
 
+# summary.json's null spread: no domain of fewer than 2 seeds is resampled (pipelines.analysis.study)
+NOT_RESAMPLED = "—"
+NOT_RESAMPLED_WHY = "not resampled where a domain holds fewer than 2 seeds"
+
+
 def mean_rank_rows(summary: dict) -> list[dict]:
     rows = []
     for encoding, record in summary["mean_rank"].items():
@@ -250,8 +255,8 @@ def mean_rank_rows(summary: dict) -> list[dict]:
                     "encoding": Cell(encoding, encoding),
                     "mean_rank": Cell(number_text(record["mean"], 2), record["mean"]),
                     "se": Cell(number_text(record["se"], 2), record["se"]),
-                    "range": Cell(interval_text(lo, hi, 2), lo, lo, hi),
-                    "p_rank_1": Cell(number_text(record["p_rank_1"], 2), record["p_rank_1"]),
+                    "range": Cell(interval_text(lo, hi, 2) or NOT_RESAMPLED, lo, lo, hi, title=NOT_RESAMPLED_WHY),
+                    "p_rank_1": Cell(number_text(record["p_rank_1"], 2) or NOT_RESAMPLED, record["p_rank_1"]),
                     "domains": Cell(str(record["domains"]), record["domains"]),
                 },
             }

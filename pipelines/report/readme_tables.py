@@ -92,6 +92,8 @@ def spread_cell(record: dict | None) -> str:
     if record is None:
         return ""
     lo, hi = record["ci_over_seeds"]
+    if lo is None:  # a domain of one seed: nothing to resample (pipelines.analysis.study.MIN_RESAMPLED_SEEDS)
+        return ABSENT
     return f"[{lo:.1f}, {hi:.1f}]; {record['p_rank_1']:.2f}"
 
 

@@ -95,8 +95,8 @@ def _table_section(study: Study) -> list[str]:
         if encoding in study.mean_rank:
             mean, se = study.mean_rank[encoding]
             cells.append(bold_if(fmt_mean_rank(mean, se), mean == best_rank))
-            lo, hi, p_best = study.rank_interval.get(encoding, (math.nan, math.nan, math.nan))
-            cells.append(f"[{lo:.2f}, {hi:.2f}]; {p_best:.2f}")
+            spread = study.rank_interval.get(encoding)
+            cells.append(f"[{spread[0]:.2f}, {spread[1]:.2f}]; {spread[2]:.2f}" if spread else "—")
         else:
             cells += ["— (not in every domain)" if encoding in study.partial_ranks else "—", ""]
         if study.per_example_mean_rank is not None:
@@ -142,8 +142,8 @@ def _table_section(study: Study) -> list[str]:
         "2.5-97.5% range of the mean rank and P(rank 1) when the training seeds are resampled (the Bayesian "
         "bootstrap over each domain's seeds, one weight per seed shared by every encoding so each stays paired with "
         "the reference; 10,000 replicates): a descriptive spread, not an interval whose coverage the suite has "
-        "shown; an encoding missing from a domain gets no mean rank "
-        "(its ranks within the domains where it was scored are listed below the table)"
+        "shown (`—` where a domain holds one seed: nothing to resample); an encoding missing from a domain gets no "
+        "mean rank (its ranks within the domains where it was scored are listed below the table)"
         + (
             f"; `mean rank (NLL domains)` leaves the {', '.join(with_tasks)} domain out, as paper 000's Figure 3 does."
             if study.per_example_mean_rank is not None
