@@ -629,17 +629,33 @@ def test_the_published_study_across_domains_is_its_domains_studies_and_its_mean_
     local, *joined = across["runs"].split(" + ")
     assert local == "none" and all(folder.startswith("docs/results/") for folder in joined)
     studies = {folder: json.loads((REPO / folder / "summary.json").read_text())["domains"] for folder in joined}
+    bridges = {f"docs/results/{name}" for name, entry in domains.items() if entry.get("ranked_with") is not None}
+    ranked_into = {entry["ranked_with"] for entry in domains.values() if entry.get("ranked_with") is not None}
+
+    def strip(encodings: dict, keys: tuple[str, ...]) -> dict:
+        return {n: {k: v for k, v in record.items() if k not in keys} for n, record in encodings.items()}
+
     blocks: dict[str, dict] = {}  # domain -> {encoding: matched}, the domain's own first
     for name, entry in sorted(domains.items(), key=lambda item: item[1].get("ranked_with") is not None):
         bridged = entry.get("ranked_with")
         if bridged is None:
-            (own,) = [study[name] for study in studies.values() if name in study]  # exactly one joined study holds it
+            # exactly one joined study holds it (a bridge holds the same domain under its own name)
+            (own,) = [study[name] for folder, study in studies.items() if name in study and folder not in bridges]
         else:
             own = studies[f"docs/results/{name}"][bridged]
-        assert entry["encodings"] == own["encodings"], name
-        block = blocks.setdefault(bridged or name, {"lower": entry["lower_is_better"], "matched": {}})
+        # a bridge ranks its encodings into the domain: there, and in the domain, `rank` is the rank among both
+        renamed = ("rank", "domain") if bridged is not None or name in ranked_into else ()
+        assert strip(entry["encodings"], renamed) == strip(own["encodings"], renamed), name
+        block = blocks.setdefault(bridged or name, {"lower": entry["lower_is_better"], "matched": {}, "entries": []})
+        block["entries"].append(entry["encodings"])
         for encoding, record in entry["encodings"].items():
             block["matched"].setdefault(encoding, record["matched"])
+    for domain in ranked_into:  # each entry's rank: its matched Δ's among the domain's and its bridges' encodings
+        block = blocks[domain]
+        names = sorted(block["matched"])
+        sign = 1 if block["lower"] else -1
+        union = dict(zip(names, rankdata([sign * block["matched"][n] for n in names]), strict=True))
+        assert all(record["rank"] == union[n] for entries in block["entries"] for n, record in entries.items())
     common = sorted(set.intersection(*(set(block["matched"]) for block in blocks.values())))
     ranks = {}
     for domain, block in blocks.items():

@@ -140,7 +140,8 @@ def render_study(study: Study, folder: Path, readme: str | None = None) -> list[
     links.update({f"{domain}/summary.md": f"{domain}/summary.md" for domain in study.domains})
     write_text(folder / INDEX, study_page(study, summary, links))
     if readme is not None:
-        answers = [summary["domains"][result.domain]["answer"] for result in study.results]
+        # in summary.json's order (its keys are written sorted), so that a bridge reads beside its domain
+        answers = [summary["domains"][name]["answer"] for name in sorted(summary["domains"])]
         write_text(folder / README, with_answer_block(readme, answers))
         written.append(README)
     return [*study.domains, "summary.md", "summary.csv", "summary.json", INDEX, *written]
