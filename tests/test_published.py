@@ -629,8 +629,8 @@ def test_the_published_study_across_domains_is_its_domains_studies_and_its_mean_
     local, *joined = across["runs"].split(" + ")
     assert local == "none" and all(folder.startswith("docs/results/") for folder in joined)
     studies = {folder: json.loads((REPO / folder / "summary.json").read_text())["domains"] for folder in joined}
-    bridges = {f"docs/results/{name}" for name, entry in domains.items() if entry.get("ranked_with") is not None}
-    ranked_into = {entry["ranked_with"] for entry in domains.values() if entry.get("ranked_with") is not None}
+    ranked_with = {name: entry["ranked_with"] for name, entry in domains.items() if entry.get("ranked_with")}
+    bridges, ranked_into = {f"docs/results/{name}" for name in ranked_with}, set(ranked_with.values())
 
     def strip(encodings: dict, keys: tuple[str, ...]) -> dict:
         return {n: {k: v for k, v in record.items() if k not in keys} for n, record in encodings.items()}
