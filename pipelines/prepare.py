@@ -1,6 +1,6 @@
 """Fetch a domain's raw files (network or $POSBENCH_MIRROR) and build its token store; `make data-<domain>`.
 
-    python -m pipelines.prepare --domain jsb [hydra overrides, e.g. domain.args.chromosomes=[chr21,chr22]]
+    python -m pipelines.prepare --domain jsb [hydra overrides, e.g. preset=cpu or domain.source=ucsc]
 
 Preparation is idempotent: a store built from the same raw bytes with the same settings is left as it is.
 Prints meta.json's split counts, the domain's summary of its preparation where it has one (MAESTRO: the

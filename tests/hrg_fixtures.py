@@ -61,8 +61,9 @@ def write_mirror(folder: Path, lengths: dict[str, int] | None = None, seed: int 
 
 
 def split_overrides() -> list[str]:
-    """Config overrides that give the hrg domain SMALL_SPLIT."""
-    return [f"domain.args.split.{name}=[{','.join(chroms)}]" for name, chroms in SMALL_SPLIT.items()]
+    """Config overrides that give the hrg domain SMALL_SPLIT of the protocol's layout (UCSC's files) at any preset."""
+    split = ",".join(f"{name}:[{','.join(chroms)}]" for name, chroms in SMALL_SPLIT.items())
+    return ["domain.source=ucsc", f"domain.args.split={{{split}}}"]
 
 
 def main(argv: list[str] | None = None) -> int:

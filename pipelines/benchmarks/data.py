@@ -191,9 +191,8 @@ def hrg_overrides(folder: Path) -> list[str]:
     (prefix, suffix), chromosomes = max(patterns.items(), key=lambda item: (len(item[1]), item[0][1] == ".fa.gz"))
     checksums = "md5sum.txt" if (folder / "md5sum.txt").is_file() else "null"
     return [
-        f"domain.args.split.train=[{','.join(chromosomes)}]",
-        "domain.args.split.val=[]",
-        "domain.args.split.test=[]",
+        "domain.source=ucsc",
+        f"domain.args.split={{train:[{','.join(chromosomes)}],val:[],test:[]}}",
         f"domain.args.file_pattern='{prefix}{{chrom}}{suffix}'",
         f"domain.args.checksums={checksums}",
     ]
