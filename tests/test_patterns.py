@@ -214,6 +214,35 @@ def test_iropes_ablations_drop_the_normalisation_or_the_temperature_and_nothing_
     assert all(torch.equal(a, b) for a, b in zip(hooks(no_norm, 3), hooks(irope, 3), strict=True))
 
 
+def test_irope_sliding_changes_only_the_rotary_layers_window_from_chunks_to_a_sliding_one():
+    """Issue 66's ablation, as its config builds it at the MAESTRO pattern study's model (L 1024, 4 layers): every
+    layer's q/k hook is irope's bit for bit; the three rotary layers attend over the last 32 tokens instead of their
+    chunk of 32 (a query at a chunk's start sees 32 keys, not 1: counted by hand), the NoPE layer over every key."""
+    from pipelines.experiment.config import compose_config
+
+    def built(pe):
+        cfg = compose_config(["domain=maestro", "preset=cpu", f"pe={pe}"])
+        return build_encoding(cfg.pe.name, dict(cfg.pe.options), n_layer=4, n_head=2, d_model=16, context=1024)
+
+    irope, sliding = built("irope").double(), built("irope_sliding").double()
+    g = torch.Generator().manual_seed(6)
+    q, k = torch.randn(2, 1, 2, 100, 8, generator=g, dtype=F64)
+    T = torch.arange(100)
+    for layer in range(4):
+        ours = sliding.transform_qk(q, k, sliding.prepare(T), None, layer)
+        theirs = irope.transform_qk(q, k, irope.prepare(T), None, layer)
+        assert all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True))
+    assert [str(sliding.attention_window(layer)) for layer in range(3)] == 3 * ["sliding 32"]
+    assert [str(irope.attention_window(layer)) for layer in range(3)] == 3 * ["chunked 32"]
+    assert sliding.attention_window(3) is None and irope.attention_window(3) is None
+    positions = torch.arange(100)
+    seen = sliding.attention_window(0).allows(positions[:, None], positions[None, :]).sum(-1)
+    chunk_seen = irope.attention_window(0).allows(positions[:, None], positions[None, :]).sum(-1)
+    assert seen[64].item() == 32 and chunk_seen[64].item() == 1  # query 64 starts the third chunk
+    assert seen.tolist() == [min(m + 1, 32) for m in range(100)]
+    assert chunk_seen.tolist() == [m % 32 + 1 for m in range(100)]
+
+
 def test_local_global_at_the_cpu_presets_depth_is_the_window_alone():
     """The third ablation needs no config of its own: at the cpu presets' 4 layers Gemma 3's rule has no global
     layer, so local_global is RoPE 10k over a sliding window of L/32 in every layer (JSB cpu: 32), with no NoPE

@@ -16,7 +16,7 @@ from pipelines.roster import main as roster_main
 # (roster 3's patterns: rope10k's base, so that each differs from its reference by the pattern only; SPEC 1c)
 BASE_10K = {"rope10k", "pope", "lerope", "prope", "xpos", "rope10k_rand"}
 BASE_10K |= {"nope_every4", "irope", "rnope_swa", "partial25", "partial10", "fope", "fope_learned"}
-BASE_10K |= {"irope_no_qknorm", "irope_no_temp"}  # its ablations (issue 48)
+BASE_10K |= {"irope_no_qknorm", "irope_no_temp", "irope_sliding"}  # its ablations (issues 48, 66)
 
 
 def test_rosters_are_specs():

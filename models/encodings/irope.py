@@ -15,9 +15,11 @@ the first, at every evaluation length. At 4 layers: three chunked RoPE layers an
 temperature; at 2 layers no NoPE layer: two chunked, normalised RoPE layers.
 
 Ablations (configs/pe/irope_no_qknorm.yaml, irope_no_temp.yaml; issue 48): `qk_norm: false` keeps the rotary
-layers' q and k as rotated; `attn_scale: 0` makes tau(m) = 1, a plain NoPE layer. With both, the pattern is chunked
-RoPE layers and a global NoPE layer; the window alone at the cpu presets' 4 layers is `local_global` (every layer
-RoPE 10k over a sliding window of L/32: no global layer below 6 layers).
+layers' q and k as rotated; `attn_scale: 0` makes tau(m) = 1, a plain NoPE layer. With both, the pattern is
+chunked RoPE layers and a global NoPE layer; the window alone at the cpu presets' 4 layers is `local_global` (every
+layer RoPE 10k over a sliding window of L/32: no global layer below 6 layers). `sliding_window: true`
+(configs/pe/irope_sliding.yaml; issue 66) attends the rotary layers over a sliding window of C tokens instead of
+chunks of C: a query at a chunk's start sees only itself in a chunked layer, C tokens in a sliding one.
 
 Composed (models.encodings.pattern): `rope` at `base` with the chunked window and the pattern's RMS normalisation;
 `temperature` (models.encodings.temperature) on the NoPE layers.
@@ -51,6 +53,7 @@ class IRoPE(LayerPattern):
         "min_tokens": MIN_TOKENS_OPTION,
         "attn_scale": Option("number", ">= 0", lambda v: v >= 0, why="the temperature's slope (0: no temperature)"),
         "qk_norm": Option("flag", why="q and k RMS-normalised in the rotary layers (Llama 4's use_qk_norm)"),
+        "sliding_window": Option("flag", why="the rotary layers see the last C tokens instead of their chunk of C"),
     }
 
     def __init__(
@@ -63,9 +66,11 @@ class IRoPE(LayerPattern):
         attn_scale: float = 0.1,
         min_tokens: int = MIN_TOKENS,
         qk_norm: bool = True,
+        sliding_window: bool = False,
         **dims: int,
     ) -> None:
         self.period, self.base, self.min_tokens, self.qk_norm = int(period), float(base), int(min_tokens), qk_norm
+        self.sliding_window = sliding_window
         self.chunk_fraction, self.floor_fraction, self.attn_scale = (
             float(chunk_fraction),
             float(floor_fraction),
@@ -74,7 +79,8 @@ class IRoPE(LayerPattern):
         super().__init__(**dims)
 
     def layer_plan(self) -> list[Layer]:
-        chunk = AttentionWindow("chunked", tokens_of(self.chunk_fraction, self.context, self.min_tokens))
+        kind = "sliding" if self.sliding_window else "chunked"
+        chunk = AttentionWindow(kind, tokens_of(self.chunk_fraction, self.context, self.min_tokens))
         rope = Layer("rope", {"base": self.base}, window=chunk, qk_norm=self.qk_norm)
         floor = tokens_of(self.floor_fraction, self.context, self.min_tokens)
         nope = Layer("temperature", {"attn_scale": self.attn_scale, "floor_scale": floor})
