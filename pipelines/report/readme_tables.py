@@ -4,6 +4,7 @@ A table in a markdown file is rendered where a marker line stands right above it
 
     <!-- table: across docs/results/study-cpu -->              the table across domains of a compared study
     <!-- table: verdicts docs/results/maestro-confirm maestro -->   one domain's verdicts against its reference
+    <!-- table: paper-claims docs/results/study-cpu -->        paper 000's Figure 3 and 4 claims against the study
 
 `python -m pipelines.report.readme_tables README.md` says which marked tables differ from what their study renders
 (exit 1), `--write` renders them in place (the file replaced whole, never half-written); tests/test_readme_tables.py
@@ -23,12 +24,12 @@ from pathlib import Path
 from domains.atomic import write_text
 from pipelines.report.markdown import fmt_mean_rank, markdown_table
 from pipelines.report.page_tables import interval_text, number_text, p_cell
+from pipelines.report.paper_claims import READERS_NAMES, claims_rows
 from pipelines.report.verdicts import AT_THE_CAP
 
-READERS_NAMES = {"jsb": "JSB", "maestro": "MAESTRO", "hrg": "GRCh38", "sleep_edf": "Sleep-EDF"}
 DECIDED = ("better", "worse", "equivalent")  # bold in a table: the verdicts that settle a pair
 ABSENT = "—"
-MARKER = re.compile(r"^<!-- table: (across|verdicts) (\S+)(?: (\S+))? -->$")
+MARKER = re.compile(r"^<!-- table: (across|verdicts|paper-claims) (\S+)(?: (\S+))? -->$")
 
 
 def readers_name(domain: str) -> str:
@@ -171,6 +172,9 @@ def rendered(kind: str, study: Path, domain: str | None) -> list[str]:
         raise ValueError(f"{path}: cannot read the study's summary: {error}") from error
     if kind == "across":
         return across_domains_table(summary)
+    if kind == "paper-claims":
+        header = ["paper 000", "claim", "domain", "at CPU scale", "what the study decides (Δ [interval], verdict)"]
+        return markdown_table(header, claims_rows(summary))
     if domain not in summary["domains"]:
         raise ValueError(f"{path}: no domain {domain!r} (it holds {', '.join(summary['domains'])})")
     return verdicts_table(summary, domain)
