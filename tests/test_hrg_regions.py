@@ -206,3 +206,9 @@ def test_the_cpu_preset_takes_the_slice_and_the_command_prints_its_counts(sample
     summary = json.loads(printed[: printed.index("\n}") + 2])
     assert [summary["splits"][s]["examples"] for s in ("train", "val", "test")] == [229, 231, 165]
     shutil.rmtree(tmp_path / "data")
+
+
+def test_the_protocols_command_on_a_mirror_of_slices_says_which_source_to_name(sample, capsys):
+    assert prepare_main(["--domain", "hrg"]) == 2  # tiny: the protocol's source, whose md5sum.txt is not here
+    error = capsys.readouterr().err
+    assert "hrg/md5sum.txt: not in the mirror" in error and "`make data-hrg ARGS=preset=cpu`" in error

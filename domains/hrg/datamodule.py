@@ -80,6 +80,11 @@ from domains.stored import RawFile, StoredDataModule
 
 log = logging.getLogger("posbench.hrg")
 
+# said where the protocol's md5 table cannot be had: the mirror may hold another source's files
+SOURCES_HINT = (
+    "This is the protocol's source (UCSC's per-chromosome files and their md5sum.txt); the CPU-scale study's GRCh38 "
+    "slices are another source: `make data-hrg ARGS=preset=cpu` (or domain.source=grch38_slice at any preset)"
+)
 DEFAULT_SPLIT = {"train": [*PRIMARY_CHROMOSOMES[:20], "chrX", "chrY"], "val": ["chr21"], "test": ["chr22"]}
 
 
@@ -181,7 +186,11 @@ class HRGDataModule(StoredDataModule[ChromosomeWindows]):
         files = {file.relpath: file for file in self.raw_files()}
         raw, md5_table = {}, {}
         if self.checksums:
-            raw[self.checksums] = fetch(self.domain, self.checksums, files[self.checksums].url, verify=read_md5_table)
+            try:
+                table = files[self.checksums]
+                raw[self.checksums] = fetch(self.domain, table.relpath, table.url, verify=read_md5_table)
+            except FetchError as err:
+                raise FetchError(f"{err}. {SOURCES_HINT}") from err
             md5_table = read_md5_table(raw[self.checksums])
         for relpath, chromosomes in self.chromosomes_by_source().items():
             what = f"{relpath} holding {', '.join(chromosomes)}"
