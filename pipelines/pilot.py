@@ -18,13 +18,14 @@ import math
 import sys
 from pathlib import Path
 
-from pipelines.analysis.design import ALPHA, DEFAULT_LOOKS
+from pipelines.analysis.design import ALPHA, DEFAULT_LOOKS, Design
 from pipelines.analysis.domain import analyse_domain
 from pipelines.analysis.loading import LoadedRun, load_domain
 from pipelines.analysis.pilot import (
     Arm,
     arm_cost,
     cheapest,
+    detectable_effect,
     interaction_by_step,
     mean_gap,
     run_core_seconds,
@@ -66,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--effect", type=float, default=0.02, help="the difference to detect, in the metric's units")
     parser.add_argument("--roster-size", type=int, default=24, help="encodings a study under the arm would train")
     parser.add_argument("--alpha", type=float, default=ALPHA / DEFAULT_LOOKS, help="the verdict's level per look")
+    parser.add_argument("--max-seeds", type=int, default=10, help="the design's seeds at its last look")
+    parser.add_argument("--looks", type=int, default=DEFAULT_LOOKS, help="the design's looks")
     args = parser.parse_args(argv)
 
     arms = []
@@ -89,6 +92,11 @@ def main(argv: list[str] | None = None) -> int:
             hours = f"{cost.core_hours:,.1f}" if cost.affordable else "-"
             cells = " | ".join(f"{cost.paired_sd[e]:.3f}" for e in others)
             print(f"| {cost.arm} | {cells} | {cost.median_sd:.3f} | {seeds} | {cost.seconds_per_run:,.0f} | {hours} |")
+        looks = Design.grow(list(range(3)), args.max_seeds, args.looks, ref=ref).looks  # looks from 3 seeds
+        print(f"Δ each arm detects with 80% power at alpha {args.alpha:g} at the design's looks (seeds {looks}):")
+        for cost in costs:
+            cells = ", ".join(f"{n} seeds {detectable_effect(cost.median_sd, n, args.alpha):.3f}" for n in looks)
+            print(f"  {cost.arm}: {cells}")
         if ref == args.refs[0]:
             chosen = cheapest(costs)
             rule = f"arm {chosen.arm}: {chosen.core_hours:,.1f} core-hours" if chosen else "no arm can be priced"

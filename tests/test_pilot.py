@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.stats as sps
 from statsmodels.stats.power import TTestPower
 
 from pipelines.analysis.loading import FINISHED, LoadedRun
@@ -16,6 +17,7 @@ from pipelines.analysis.pilot import (
     Arm,
     arm_cost,
     cheapest,
+    detectable_effect,
     interaction_by_step,
     mean_gap,
     paired_sd,
@@ -59,6 +61,23 @@ def test_an_arm_needs_the_seeds_the_paired_t_test_needs_and_their_core_hours():
     assert cost.seeds == n
     assert cost.seconds_per_run == 1000.0  # the median run
     assert cost.core_hours == pytest.approx(n * 24 * 1000.0 / 3600)
+
+
+@pytest.mark.parametrize("seeds", [3, 5, 8, 10])
+@pytest.mark.parametrize("sd", [0.004, 0.011, 0.1])
+def test_the_detectable_difference_is_statsmodels_effect_size_at_80_percent_power(sd, seeds):
+    """The Δ a paired t-test at alpha 0.0125 detects with 80% power over `seeds` seeds: statsmodels' power of the
+    paired t-test is 0.8 at it, and simulated paired t-tests reject at that rate there and clearly less at 0.9 Δ.
+    (statsmodels' solve_power is not the check: at 3 seeds its noncentral t returns nan below d of about 5.4 and
+    the solver stops at a false root, d = 5.0, whose power is 0.61.)"""
+    delta = detectable_effect(sd, seeds, alpha=0.0125)
+    assert TTestPower().power(effect_size=delta / sd, nobs=seeds, alpha=0.0125) == pytest.approx(0.8, abs=1e-6)
+    rng = np.random.default_rng(seeds)
+    for scale, low, high in ((1.0, 0.79, 0.81), (0.9, 0.0, 0.78)):
+        differences = rng.normal(scale * delta, sd, size=(100_000, seeds))
+        p = sps.ttest_1samp(differences, 0.0, axis=1).pvalue
+        assert low < float(np.mean(p < 0.0125)) < high, (scale, float(np.mean(p < 0.0125)))
+    assert math.isnan(detectable_effect(math.nan, seeds, 0.0125)) and math.isnan(detectable_effect(sd, 1, 0.0125))
 
 
 def test_the_cheapest_arm_weighs_noise_against_a_runs_cost():
@@ -145,6 +164,9 @@ def test_the_command_prices_each_arm_from_its_run_folders(tmp_path, capsys):
         assert row.split(" | ")[1:4] == [f"{sds[0]:.3f}", f"{sds[1]:.3f}", f"{np.median(sds):.3f}"]
         assert f"| {400 + 9 if name == 'B' else 800 + 9:,} |" in row  # training + the 1x test's CPU seconds
     assert "fewest core-hours for the roster against rope10k: arm C" in out
+    sd_c = np.median([float(np.std(np.subtract(quiet[e], quiet["rope10k"]), ddof=1)) for e in ("kerple", "nope")])
+    looks = ", ".join(f"{n} seeds {detectable_effect(sd_c, n, 0.0125):.3f}" for n in (3, 5, 8, 10))
+    assert f"  C: {looks}" in out  # the design's looks from 3 seeds to 10
     # the validation points move with the test offsets: the interaction at each step equals the test's
     sd_b = np.median([float(np.std(np.subtract(noisy[e], noisy["rope10k"]), ddof=1)) for e in ("kerple", "nope")])
     assert f"B: 50: {sd_b:.3f}, 100: {sd_b:.3f}" in out

@@ -23,10 +23,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.stats as sps
+from scipy.optimize import brentq
 
 from pipelines.analysis.cost import cpu_seconds, fit_seconds, on_gpu, threads
 from pipelines.analysis.loading import TEST_SPLIT, LoadedRun
-from pipelines.analysis.verdict import MAX_SEEDS_NEEDED, seeds_needed
+from pipelines.analysis.verdict import MAX_SEEDS_NEEDED, POWER, seeds_needed, t_test_power
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,21 @@ def arm_cost(arm: Arm, ref: str, effect: float, alpha: float, roster_size: int) 
     seconds = float(np.median(arm.run_seconds)) if arm.run_seconds else math.nan
     hours = seeds * roster_size * seconds / 3600 if seeds is not None else math.nan
     return ArmCost(arm.name, ref, sds, median, seeds, seconds, hours)
+
+
+def detectable_effect(sd: float, seeds: int, alpha: float, power: float = POWER) -> float:
+    """The smallest difference a paired two-sided t-test at `alpha` over `seeds` seeds detects with `power`, for a
+    paired seed SD `sd` (the inverse of seeds_needed in the effect: power rises with it, so a root search finds it);
+    nan without an SD or under 2 seeds."""
+    if not (math.isfinite(sd) and sd > 0 and seeds >= 2):
+        return math.nan
+    df = seeds - 1
+    crit = sps.t.ppf(1 - alpha / 2, df)
+
+    def shortfall(d: float) -> float:
+        return float(t_test_power(np.array([df]), np.array([d * math.sqrt(seeds)]), np.array([crit]))[0]) - power
+
+    return float(sd * brentq(shortfall, 1e-9, 1e4))
 
 
 def cheapest(costs: list[ArmCost]) -> ArmCost | None:
