@@ -42,6 +42,17 @@ def chromosome_letters(seed: int, name: str, length: int) -> np.ndarray:
     return letters
 
 
+def nt_rule(sequence: str) -> list[str]:
+    """The Nucleotide Transformer rule, restated plainly: split on N, 6-mers left to right, leftovers as bases."""
+    tokens = []
+    for i, stretch in enumerate(sequence.split("N")):
+        if i:
+            tokens.append("N")
+        whole = len(stretch) // 6 * 6
+        tokens += [stretch[j : j + 6] for j in range(0, whole, 6)] + list(stretch[whole:])
+    return tokens
+
+
 def fasta_record(name: str, letters: np.ndarray, line_width: int, newline: bytes = b"\n") -> bytes:
     return f">{name} generated for posbench tests".encode() + newline + fasta_lines(letters, line_width, newline)
 

@@ -34,6 +34,7 @@ from tests.hrg_fixtures import (
     SMALL_SPLIT,
     chromosome_letters,
     fasta_record,
+    nt_rule,
     split_overrides,
     write_mirror,
 )
@@ -41,17 +42,6 @@ from tests.sample_fixtures import SAMPLES
 
 CHRM = SAMPLES / "hrg" / "GRCh38_chrM.fa"
 TINY = dict(window_bases=610, stride_bases=605, max_jitter=9, example_tokens=100)
-
-
-def nt_rule(sequence: str) -> list[str]:
-    """The Nucleotide Transformer rule, restated plainly: split on N, 6-mers left to right, leftovers as bases."""
-    tokens = []
-    for i, stretch in enumerate(sequence.split("N")):
-        if i:
-            tokens.append("N")
-        whole = len(stretch) // 6 * 6
-        tokens += [stretch[j : j + 6] for j in range(0, whole, 6)] + list(stretch[whole:])
-    return tokens
 
 
 def letters_text(letters: np.ndarray) -> str:

@@ -2,11 +2,13 @@
 
 Windows of `window` bases every `stride` bases over each region (a whole chromosome or a stretch of one:
 `domains.hrg.regions`), N runs included; only full windows, so a region of L bases has `example_count(L) =
-(L - window) // stride + 1` candidate windows (0 when L < window). A window more than `max_n_fraction` N is not an
-example (SPEC section 2: a window inside an assembly gap is N after N, which every encoding predicts alike after a
-few tokens; it would dilute every difference and cost scoring time); at 1.0, the protocol's setting, every window
-is one. An example is its window tokenised with the 6-mer phase starting at the window's first base, truncated to a
-number of tokens.
+(L - window) // stride + 1` candidate windows (0 when L < window). An example is its window tokenised with the
+6-mer phase starting at the window's first base, truncated to a number of tokens. A window whose example is more
+than `max_n_fraction` N tokens is not an example (SPEC section 2: inside an assembly gap the tokens are N after N,
+which every encoding predicts alike after a few tokens; they would dilute every difference and cost scoring time).
+The share is of the example's tokens, not of the window's bases: an N base is a token and six other bases make one,
+so a window whose first 2,490 of 6,100 bases are a gap's end (41% N) truncates to 1,000 N tokens. At 1.0, the
+protocol's setting, every window is an example.
 """
 
 from __future__ import annotations
@@ -18,9 +20,8 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from domains.hrg.bases import N_CODE
 from domains.hrg.regions import Region
-from domains.hrg.tokenizer import tokenize, tokenize_windows
+from domains.hrg.tokenizer import N_ID, tokenize, tokenize_windows
 from domains.store import StoreError
 
 CHUNK_WINDOWS = 1024  # windows read (and N-counted, tokenised) at a time: bounded memory on whole chromosomes
@@ -41,19 +42,20 @@ def chromosome_windows(bases: np.ndarray, window: int, stride: int, chunk: int =
 
 
 def window_starts(
-    bases: np.ndarray, start: int, end: int, window: int, stride: int, max_n_fraction: float = 1.0
+    bases: np.ndarray, start: int, end: int, window: int, stride: int, tokens: int, max_n_fraction: float = 1.0
 ) -> np.ndarray:
-    """First bases of the examples of bases[start:end]: the full windows at most `max_n_fraction` N."""
+    """First bases of the examples of bases[start:end]: the full windows whose example (`tokens` tokens at most) is at
+    most `max_n_fraction` N tokens."""
     grid = start + stride * np.arange(example_count(end - start, window, stride), dtype=np.int64)
     if max_n_fraction >= 1.0 or not len(grid):
         return grid
     keep = np.empty(len(grid), dtype=bool)
     for first in range(0, len(grid), CHUNK_WINDOWS):
         starts = grid[first : first + CHUNK_WINDOWS]
-        block = np.asarray(bases[starts[0] : starts[-1] + window]) == N_CODE
-        n_before = np.concatenate([[0], np.cumsum(block, dtype=np.int32)])
-        offsets = starts - starts[0]
-        keep[first : first + len(starts)] = n_before[offsets + window] - n_before[offsets] <= max_n_fraction * window
+        block = np.asarray(bases[starts[0] : starts[-1] + window])
+        ids, offsets = tokenize_windows(sliding_window_view(block, window)[starts - starts[0]], tokens)
+        n_tokens = np.add.reduceat((ids == N_ID).astype(np.int64), offsets[:-1])
+        keep[first : first + len(starts)] = n_tokens <= max_n_fraction * np.diff(offsets)
     return grid[keep]
 
 
@@ -79,7 +81,7 @@ class ChromosomeWindows:
         self._bases: list[np.ndarray] | None = None
         self.bounds = [region.bounds(len(bases)) for region, bases in zip(regions, self.bases, strict=True)]
         self.starts = [
-            window_starts(bases, start, end, window, stride, max_n_fraction)
+            window_starts(bases, start, end, window, stride, tokens, max_n_fraction)
             for bases, (start, end) in zip(self.bases, self.bounds, strict=True)
         ]
         self.counts = np.array([len(starts) for starts in self.starts], dtype=np.int64)
