@@ -512,6 +512,47 @@ def test_reproduce_refuses_a_record_that_contradicts_study_json_before_training(
     )
 
 
+def test_reproduce_reports_the_yarn_evaluation_its_training_scores_and_a_zero_difference_names_no_example(
+    tmp_path, monkeypatch, capsys
+):
+    """Naming rope10k/0 re-scores its YaRN evaluation too: that copy is compared and reported as well (here it
+    differs, and the command fails on it); a copy that agrees bit for bit names no example ("at test example 0")."""
+    lm_domain(tmp_path / "published_runs", "jsb", {"rope10k": X, "rope10k+yarn": X + 0.1})
+    with_composed_configs(tmp_path / "published_runs")
+    study = tmp_path / "study"
+    export_study(tmp_path / "published_runs", ["jsb"], study)
+
+    def trained_as_published(jobs, workers, threads):  # each job's training: the published folders, one shifted
+        for job in jobs:
+            for encoding in ("rope10k", "rope10k+yarn"):
+                copy = tmp_path / "scratch" / "jsb" / encoding / f"seed{job.key.seed}"
+                shutil.copytree(tmp_path / "published_runs" / "jsb" / encoding / f"seed{job.key.seed}", copy)
+            _shift_local(copy, 2, 5e-3)
+        return []
+
+    monkeypatch.setattr(reproduce_module, "run_local", trained_as_published)
+    assert reproduce_main(["--study", str(study), "--runs", "rope10k/0", "--scratch", str(tmp_path / "scratch")]) == 1
+    out = capsys.readouterr().out
+    assert "jsb/rope10k+yarn/seed0: compared too: the training of jsb/rope10k/seed0 scores it again" in out
+    assert (
+        "jsb/rope10k/seed0: largest per-example difference 0 nats (every example of test bit for bit); within the "
+        "tolerance 0.001" in out
+    )
+    assert "jsb/rope10k+yarn/seed0: largest per-example difference 0.005 nats (test example 2); OUTSIDE" in out
+    assert "test example 0" not in out
+
+
+def _shift_local(run, example, by):
+    """Add `by` to one example's NLL in a run folder's test.per_example.csv."""
+    path = run / "metrics" / "test.per_example.csv"
+    rows = read_csv(path)
+    rows[example]["nll"] = repr(float(rows[example]["nll"]) + by)
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 @pytest.mark.slow
 def test_reproduce_retrains_a_published_run_and_its_yarn_evaluation_and_names_a_forged_value(
     tmp_path, monkeypatch, capsys
