@@ -58,6 +58,7 @@ from pipelines.analysis.domain import analyse_domain
 from pipelines.analysis.evidence import preset_of, require_finished
 from pipelines.analysis.loading import EvidenceError, LoadedRun, load_runs
 from pipelines.analysis.results import DomainResult
+from pipelines.arguments import whole_number
 from pipelines.experiment.config import config_options, domain_names, encoding_name, roster
 from pipelines.launch.costs import MEASURES, estimated_seconds, fmt_seconds, longest_first
 from pipelines.launch.designing import check_unchanged, design_in_advance, initial_design
@@ -335,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--looks", type=int, default=DEFAULT_LOOKS, help="looks of the design, the first included")
     parser.add_argument(
         "--seeds",
-        type=int,
+        type=whole_number(0),  # a seed seeds the data stream: a whole number >= 0
         nargs="+",
         help="fix the design before any of its runs exist: its first look on these seeds (a confirmatory study)",
     )

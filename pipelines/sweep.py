@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 from pipelines.analysis.loading import EvidenceError, LoadedRun, load_runs
+from pipelines.arguments import whole_number
 from pipelines.experiment.config import config_options, domain_names, encoding_name, roster
 from pipelines.launch.costs import longest_first
 from pipelines.launch.jobs import ELSEWHERE, Job, check_joinable, plan, unpublished
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--encodings", nargs="+", type=encoding_name, help="pe configs to run instead of a roster, e.g. nope rope10k"
     )
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--seeds", nargs="+", type=whole_number(0), default=[0, 1, 2])
     parser.add_argument("--preset", default="tiny", choices=config_options("preset"))
     parser.add_argument(
         "--tasks", nargs="+", help="domains with tasks: the tasks (default: the demo's at tiny, all at paper)"

@@ -590,3 +590,21 @@ def test_a_design_published_before_its_first_look_completes_is_continued_by_sett
     planned = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("  jsb/")]
     assert sorted(planned) == ["jsb/hope/seed12", "jsb/nope/seed11", "jsb/nope/seed12", "jsb/rope10k/seed12"]
     assert not local.exists()
+
+
+@pytest.mark.parametrize("command", ["settle", "sweep"])
+def test_a_negative_seed_is_refused_before_anything_is_written(tmp_path, capsys, command):
+    """A seed seeds the data stream: `settle --seeds -2 -1 --record` wrote a design over negative seeds (which then
+    blocked the right command until deleted) and `sweep --seeds -1` ended in a traceback. Both are refused by
+    argparse, naming the argument, and nothing is written."""
+    from pipelines import sweep as sweep_module
+
+    root = tmp_path / "runs"
+    main, rest = {
+        "settle": (settle_module.main, ["--encodings", "hope", "nope", "--record"]),
+        "sweep": (sweep_module.main, ["--encodings", "nope"]),
+    }[command]
+    with pytest.raises(SystemExit) as exit_:
+        main(["--domain", "jsb", "--runs", str(root), *rest, "--seeds", "-2", "-1"])
+    assert exit_.value.code == 2 and not root.exists()
+    assert "argument --seeds: must be a whole number >= 0, got '-2'" in capsys.readouterr().err
