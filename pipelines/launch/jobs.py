@@ -18,6 +18,7 @@ from pipelines.experiment.config import compose_config, datamodule_class, overri
 from pipelines.runs.layout import MANIFEST, TRAIN_METRICS, RunKey, has_tasks
 from pipelines.runs.published_format import PublishedStudy, StudyError
 from pipelines.runs.settings import differences, fixed_properties
+from pipelines.runs.train_log import logged_step
 
 ELSEWHERE = "running elsewhere"  # a job's status when another process holds its run folder (another sweep)
 
@@ -59,8 +60,8 @@ class Job:
         # the tail's first line is the header or a cut one, its last is empty or a row still being written
         for line in reversed(tail[1:-1]):
             fields = line.strip().split(",")
-            if len(fields) > column and fields[column].isdigit():
-                return int(fields[column]) + 1  # rows are logged at the step's index (from 0)
+            if len(fields) > column and (step := logged_step(fields[column])) is not None:
+                return step + 1  # rows are logged at the step's index (from 0)
         return 0
 
     def tokens_per_s(self) -> float | None:
