@@ -24,6 +24,7 @@ from pipelines.experiment.training import train_and_evaluate
 from pipelines.launch.jobs import default_tasks
 from pipelines.publish import main as publish_main
 from pipelines.reproduce import main as reproduce_main
+from pipelines.runs.metrics import RunFileError
 from pipelines.runs.published_export import export_study
 from pipelines.runs.published_format import StudyError, example_file
 from pipelines.runs.published_join import join
@@ -160,6 +161,57 @@ def test_a_local_copy_of_a_published_run_must_agree_with_it_within_the_bound_of_
     ]
     with pytest.raises(StudyError, match=r"tolerance 0.001: differs from the recorded run in CPU model: recorded "):
         copy("cpu-far", 0.002, {**MACHINE, "cpu": "Another CPU"})
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"machine": "x"}, "machine is 'x', not a record of the machine (threads, CPU model and flags, torch build)"),
+        ({"machine": {**MACHINE, "threads": "one"}}, "machine.threads is 'one', expected a whole number"),
+        ({"encoding": {"name": "nope", "revision": "x"}}, "encoding.revision is 'x', expected a whole number >= 1"),
+        (
+            {"machine": None, "train_cpu_seconds": 10.0},
+            "no machine record, yet it holds train_cpu_seconds, which only code that records the machine writes",
+        ),
+    ],
+    ids=["not a record", "threads", "revision", "removed"],
+)
+def test_a_malformed_or_removed_machine_record_is_refused_by_its_file_and_run(tmp_path, capsys, change, problem):
+    """`"machine": "x"` ended compare and reproduce in an AttributeError, a revision "x" in `invalid literal for
+    int()` naming nothing, and a machine record removed from a manifest written with one held its copies to the
+    cross-machine bound (a copy 5e-4 off "reproduced" a run it must match bit for bit). In a published record the
+    study is refused at reading (compare, reproduce), naming runs.json.gz and the run; in a local run folder, its
+    manifest (compare, a join)."""
+    study = published(tmp_path)
+
+    def machine_recorded(records):
+        records["jsb/nope/seed1"]["manifest"].update(machine=MACHINE, packages={"torch": "2.13.0"})
+        return records
+
+    edit_study_file(study, "runs.json.gz", machine_recorded)
+    local = tmp_path / "local"
+    lm_domain(local, "jsb", {"nope": X + 0.3 + np.array([0, 0, 0, 5e-4, 0, 0])}, seeds=(1,))
+    manifest_path = local / "jsb" / "nope" / "seed1" / "manifest.json"
+    _set_machine(manifest_path, MACHINE)
+    manifest = json.loads(manifest_path.read_text())
+    manifest_path.write_text(json.dumps({**manifest, **change}))
+    with pytest.raises(RunFileError) as error:
+        join([read_study(study)], local, tmp_path / "merged", ["jsb"])
+    assert f"{manifest_path}: {problem}" in str(error.value)
+    err = _compare_refuses(tmp_path, capsys, study, runs="local")
+    assert f"{manifest_path}: {problem}" in err and "Traceback" not in err
+
+    def damaged(records):
+        records["jsb/nope/seed1"]["manifest"].update(change)
+        return records
+
+    edit_study_file(study, "runs.json.gz", damaged)
+    err = _compare_refuses(tmp_path, capsys, study)
+    assert f"{study / 'runs.json.gz'}: jsb/nope/seed1: its manifest's {problem}" in err
+    with pytest.raises(SystemExit) as exit_:
+        reproduce_main(["--study", str(study), "--runs", "nope/1", "--scratch", str(tmp_path / "scratch")])
+    assert exit_.value.code == 1
+    assert f"{study / 'runs.json.gz'}: jsb/nope/seed1: its manifest's {problem}" in capsys.readouterr().err
 
 
 def test_another_revision_of_the_encodings_computation_is_held_to_the_cross_machine_bound():

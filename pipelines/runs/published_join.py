@@ -22,7 +22,14 @@ import numpy as np
 from domains.atomic import write_json, write_text
 from pipelines.runs.layout import DONE, MANIFEST, METRICS, TRAIN_METRICS, RunFolder, discover_runs
 from pipelines.runs.layout import SETTLE as SETTLE_FILE
-from pipelines.runs.metrics import SUMMARY, per_example_path, per_position_path, read_run_json, summary_path
+from pipelines.runs.metrics import (
+    SUMMARY,
+    per_example_path,
+    per_position_path,
+    read_run_json,
+    run_file_error,
+    summary_path,
+)
 from pipelines.runs.published_format import (
     EXAMPLE_HEADER,
     FORMAT,
@@ -40,7 +47,7 @@ from pipelines.runs.published_format import (
 )
 from pipelines.runs.published_training import training_file, write_training_log
 from pipelines.runs.settings import differences, fixed_properties
-from pipelines.runs.tolerance import copy_tolerance
+from pipelines.runs.tolerance import copy_tolerance, machine_problem
 
 
 def materialize(published: PublishedStudy, label: str, runs_root: Path) -> Path:
@@ -115,8 +122,10 @@ def disagreement(published: PublishedStudy, run: RunFolder) -> tuple[str | None,
     largest per-example difference over every split, with its split and example, against the bound of the
     conditions the two were trained under (pipelines.runs.tolerance: 0 on the recorded machine, the study's
     tolerance at another thread count, the cross-machine bound on another CPU or for a record without its machine)."""
-    recorded = published.records[run.label]["manifest"]
-    tolerance, condition = copy_tolerance(recorded, read_run_json(run, run.path / MANIFEST), published.tolerance)
+    recorded, local = published.records[run.label]["manifest"], read_run_json(run, run.path / MANIFEST)
+    if problem := machine_problem(local):
+        raise run_file_error(run, run.path / MANIFEST, problem)
+    tolerance, condition = copy_tolerance(recorded, local, published.tolerance)
     diff, split, example = worst_difference(local_metrics(run), published.metrics(run.label))
     if diff <= tolerance:
         return None, tolerance

@@ -55,6 +55,7 @@ from pipelines.runs.published_format import (
 )
 from pipelines.runs.published_training import TRAINING_FILE_PATTERN, parse_training
 from pipelines.runs.settings import differences, fixed_properties
+from pipelines.runs.tolerance import machine_problem
 
 
 def read_study(folder: Path) -> PublishedStudy:
@@ -233,6 +234,8 @@ def _records(folder: Path, study: dict, raw: bytes) -> dict[str, dict]:
             raise StudyError(
                 f"{where}: its manifest lacks the run's key (run.domain, task, pe_id, seed) or config"
             ) from None
+        if problem := machine_problem(record["manifest"]):
+            raise StudyError(f"{where}: its manifest's {problem}")
         if key.label != label or key.domain != listed[label]:
             raise StudyError(
                 f"{where}: its manifest records {key.label}: a record must be the run it is listed as (under "
