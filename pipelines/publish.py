@@ -12,9 +12,10 @@ study's runs joined to the local ones (pipelines.runs.published_join.join, as `m
 how a study grown by `make settle WITH=...` is published again, into its own folder or another.
 
 Everything is read, checked and analysed before anything is written, and the study (evidence and report) is written
-all or nothing: a publish that fails leaves OUT as it was. When OUT holds a study already, the new one must keep
-every run of it with the same numbers (within its tolerance), as a grown study does; one that would drop or change
-runs is refused, naming them, unless --replace is given (then it says what it replaced).
+all or nothing: a publish that fails leaves OUT as it was (on a full disk or a read-only folder too, said in one
+line). When OUT holds a study already, the new one must keep every run of it with the same numbers (within its
+tolerance), as a grown study does; one that would drop or change runs is refused, naming them, unless --replace is
+given (then it says what it replaced).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from pipelines.analysis.loading import EvidenceError
 from pipelines.analysis.study import Study, analyse_study
+from pipelines.arguments import os_error_text
 from pipelines.experiment.config import domain_names
 from pipelines.report.files import publish
 from pipelines.report.study import render_study, study_readme, study_report_files
@@ -106,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     # ValueError: what read_design refuses in a settle record (naming it; the other errors name their file or run)
     except (StudyError, RunFileError, FileNotFoundError, EvidenceError, ValueError) as error:
         parser.exit(1, f"error: {error}\n")
+    except OSError as error:  # a full disk, a read-only folder, a file where a folder must be
+        parser.exit(1, f"error: {os_error_text(error)}; {args.out} is as it was\n")
     for note in notes:
         print(note)
     count = len(export.labels)

@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 from pipelines.analysis.loading import EvidenceError, LoadedRun, load_runs
-from pipelines.arguments import whole_number
+from pipelines.arguments import os_error_text, whole_number
 from pipelines.experiment.config import config_options, domain_names, encoding_name, roster
 from pipelines.launch.costs import longest_first
 from pipelines.launch.jobs import ELSEWHERE, Job, check_joinable, plan, unpublished
@@ -104,6 +104,29 @@ def main(argv: list[str] | None = None) -> int:
     except StudyError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    try:
+        failed, elsewhere, began = sweep_domains(args, domains, studies, launcher_overrides, run_overrides)
+    except OSError as error:  # a full disk, a read-only folder, a runs folder that is a file: the runs so far stay
+        print(f"error: {os_error_text(error)}; the finished runs are kept, a rerun completes the rest", file=sys.stderr)
+        return 1
+    except StudyError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    if failed is None:  # the slurm launcher could not submit
+        return 1
+    print(f"sweep wall time: {time.time() - began:.0f} s")
+    for job in elsewhere:
+        print(f"running elsewhere, not trained by this sweep: {job.label}: {job.error}", file=sys.stderr)
+    for job in failed:
+        print(f"failed run: {job.label}: {job.error}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def sweep_domains(
+    args: argparse.Namespace, domains: list[str], studies: list, launcher_overrides: list[str], run_overrides: list[str]
+) -> tuple[list[Job] | None, list[Job], float]:
+    """Plan and run each domain's jobs: (the failed ones, None where slurm could not submit; those running elsewhere;
+    when the sweep began). StudyError before anything trains where a planned run could not join a study."""
     failed: list[Job] = []
     elsewhere: list[Job] = []
     began = time.time()
@@ -111,11 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         encodings = args.encodings or roster(args.roster)
         jobs = plan(domain, encodings, args.seeds, args.preset, args.runs, args.tasks, run_overrides)
         jobs, published = unpublished(jobs, studies)
-        try:
-            check_joinable(jobs, studies)
-        except StudyError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
+        check_joinable(jobs, studies)
         print(
             f"{domain}: {len(jobs)} runs ({' '.join(encodings)} x seeds {' '.join(map(str, args.seeds))})"
             + (f"; {len(published)} published already, not trained again" if published else ""),
@@ -123,17 +142,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         if args.launcher == "slurm":
             if run_slurm(jobs, launcher_overrides):
-                return 1
+                return None, elsewhere, began
             continue
         jobs = longest_first(jobs, finished_runs(args.runs, domain), block=lambda job: args.seeds.index(job.key.seed))
         failed += run_local(jobs, workers=args.jobs or len(visible_gpus()) or os.cpu_count() or 1)
         elsewhere += [job for job in jobs if job.status == ELSEWHERE]
-    print(f"sweep wall time: {time.time() - began:.0f} s")
-    for job in elsewhere:
-        print(f"running elsewhere, not trained by this sweep: {job.label}: {job.error}", file=sys.stderr)
-    for job in failed:
-        print(f"failed run: {job.label}: {job.error}", file=sys.stderr)
-    return 1 if failed else 0
+    return failed, elsewhere, began
 
 
 if __name__ == "__main__":

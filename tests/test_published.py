@@ -6,13 +6,17 @@ comparison), and `make reproduce` on a tiny study made here (within tolerance; a
 from __future__ import annotations
 
 import csv
+import errno
 import gzip
 import hashlib
 import io
 import json
 import math
+import os
 import re
 import shutil
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -490,6 +494,60 @@ def test_a_publish_that_fails_part_way_leaves_the_study_as_it_was(tmp_path, caps
         publish_main(args)
     assert "maestro/nope/seed2: differs from the other runs of maestro in trainer.max_steps" in capsys.readouterr().err
     assert _files(tmp_path / "study") == before
+
+
+def _full_disk(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _read_only(folder):
+    """tempfile.TemporaryDirectory, refused in `folder` as a read-only folder refuses it (the tests run as root,
+    whom a folder's permissions do not stop)."""
+    real = tempfile.TemporaryDirectory
+
+    def temporary(*args, dir=None, **kwargs):
+        if dir is not None and Path(dir) == folder:
+            raise PermissionError(errno.EACCES, "Permission denied", str(dir))
+        return real(*args, dir=dir, **kwargs)
+
+    return temporary
+
+
+@pytest.mark.parametrize("fault", ["full disk", "read-only folder", "a file where the folder must be"])
+@pytest.mark.parametrize("command", ["publish", "compare"])
+def test_a_write_that_fails_is_one_line_naming_the_file_and_loses_nothing(
+    tmp_path, monkeypatch, capsys, command, fault
+):
+    """publish and compare on a full disk, into a read-only folder, or where their folder is a file, ended in
+    tracebacks: now one line naming the file, what the system said and what to do; the study or report already in
+    the folder is as it was, byte for byte."""
+    lm_domain(tmp_path / "runs", "jsb", {"darope": X, "nope": X + 0.3})
+    out = tmp_path / "out"
+    args = {
+        "publish": ["--runs", str(tmp_path / "runs"), "--domains", "jsb", "--out", str(out)],
+        "compare": ["--runs", str(tmp_path / "runs"), "--out", str(out)],
+    }[command]
+    main = {"publish": publish_main, "compare": compare_main}[command]
+    assert main(args) == 0
+    lm_domain(tmp_path / "runs", "jsb", {"hope": X + 0.1})  # the next report would add hope
+    capsys.readouterr()
+    if fault == "full disk":
+        monkeypatch.setattr(os, "fsync", _full_disk)
+        expected = "No space left on device (the disk is full: free space and run the command again)"
+    elif fault == "read-only folder":
+        monkeypatch.setattr(tempfile, "TemporaryDirectory", _read_only(tmp_path))
+        expected = f"{tmp_path}: Permission denied (the folder is not writable: choose another"
+    else:
+        shutil.rmtree(out)
+        out.write_text("a file\n")
+        expected = f"{out}: File exists (a file is where a folder must be: move it, or choose another folder)"
+    before = _files(out) if out.is_dir() else out.read_bytes()
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 1 and expected in err and "Traceback" not in err, err
+    assert (_files(out) if out.is_dir() else out.read_bytes()) == before
+    assert not [path for path in tmp_path.iterdir() if path.name.startswith(".")]  # no staging folder left
 
 
 def test_publish_refuses_a_study_of_no_run_and_an_infinite_tolerance(tmp_path, capsys):

@@ -87,9 +87,16 @@ def log_started(path: Path) -> datetime | None:
     return datetime.strptime(match[1], LOG_STAMP).replace(tzinfo=timezone.utc) if match else None
 
 
+# Hydra's last line under a run that raised: not the error (the line before it names that)
+HYDRA_HINT = "Set the environment variable HYDRA_FULL_ERROR=1"
+
+
 def _last_line(path: Path) -> str:
-    lines = path.read_text(errors="replace").strip().splitlines()
-    return lines[-1] if lines else "no output"
+    """The last line of a training process's log that says something: its error (`OSError: [Errno 28] No space left
+    on device`), not Hydra's hint after it."""
+    lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith(HYDRA_HINT)]
+    return lines[-1].strip() if lines else "no output"
 
 
 def _run_isolated(jobs: list[Job], workers: int, threads: int, gpus: list[str], view: ProgressView) -> None:
