@@ -34,6 +34,7 @@ from pipelines.runs.published_format import StudyError, example_file
 from pipelines.runs.published_join import join
 from pipelines.runs.published_read import read_study
 from pipelines.runs.tolerance import copy_tolerance
+from tests.browser import inflated, unpacked
 from tests.run_fixtures import edit_study_file, lm_domain, read_csv, with_composed_configs
 from tests.sample_fixtures import REPO, SAMPLES
 
@@ -890,16 +891,56 @@ def _strings(value):
         yield value
 
 
+# the page's packed script elements that hold the study's data (the third, vega-bundle, is the charting library)
+PAGE_DATA = ("runs-data", "charts-data")
+
+
+def machine_paths(path: Path) -> list[str]:
+    """What in one file of a published study names a machine's folder: a JSON string of its evidence or of its
+    page's packed data (tests.browser.unpacked: the run manifests the page embeds) that is an absolute path, and any
+    text naming a machine's folders (MACHINE_PATH), the page's inflated data included."""
+    data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    text = data.decode("utf-8", errors="replace")
+    values = [json.loads(text)] if path.name == "runs.json.gz" else []
+    if path.suffix == ".html":
+        values += [unpacked(text, element) for element in PAGE_DATA]
+        text += "".join(inflated(text, element) for element in PAGE_DATA)
+    found = [f"{path}: {s}" for value in values for s in _strings(value) if s.startswith("/")][:3]
+    return found + [f"{path}: ...{text[m.start() - 20 : m.end() + 30]}..." for m in MACHINE_PATH.finditer(text)][:3]
+
+
 def test_no_published_file_names_a_machine_path():
-    """Every file of every published study: no JSON string of its evidence is an absolute path, and no text names a
-    machine's folders (a published study must not depend on where it was built)."""
+    """Every file of every published study, its page included: no JSON string of its evidence or of the data its
+    page embeds is an absolute path, and no text names a machine's folders (a published study must not depend on
+    where it was built). The pages published before issue 68 embed local runs' manifests (runs_root, derived_from):
+    this passes once they are published again (publish builds the page from the evidence)."""
     offenders = []
     for path in sorted(p for p in (REPO / "docs" / "results").rglob("*") if p.is_file()):
-        if path.suffix == ".png":
-            continue
-        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-        text = data.decode("utf-8", errors="replace")
-        if path.name == "runs.json.gz":
-            offenders += [f"{path}: {s}" for s in _strings(json.loads(text)) if s.startswith("/")][:3]
-        offenders += [f"{path}: ...{text[m.start() - 20 : m.end() + 30]}..." for m in MACHINE_PATH.finditer(text)][:3]
+        if path.suffix != ".png":
+            offenders += machine_paths(path)
     assert not offenders, "\n".join(offenders[:20])
+
+
+def test_a_study_published_from_local_runs_names_no_folder_of_the_machine_in_any_file(tmp_path):
+    """Runs trained here record their runs folder (runs_root) and a YaRN entry its rope run's folder (derived_from),
+    absolute paths of this machine. runs.json.gz wrote them relative to the runs folder, but the page was built from
+    the run folders and embedded the manifests as they were: the report is built from the published evidence, so no
+    file of the study names them."""
+    runs = tmp_path / "machine" / "runs"
+    lm_domain(runs, "jsb", {"rope10k": X, "rope10k+yarn": X - 0.05, "nope": X + 0.3})
+    for manifest_path in runs.glob("jsb/*/seed*/manifest.json"):
+        manifest = json.loads(manifest_path.read_text())
+        manifest["config"]["runs_root"] = str(runs)
+        if "+yarn" in manifest_path.parts[-3]:
+            rope = manifest_path.parents[2] / "rope10k" / manifest_path.parent.name
+            manifest["derived_from"] = str(rope)
+            (manifest_path.parent / "done.json").write_text(json.dumps({"derived_from": str(rope)}))
+        manifest_path.write_text(json.dumps(manifest))
+    study = tmp_path / "study"
+    assert publish_main(["--runs", str(runs), "--domains", "jsb", "--out", str(study)]) == 0
+    page = (study / "index.html").read_text()
+    embedded = {run["label"]: run["manifest"] for run in unpacked(page, "runs-data")}
+    assert embedded["jsb/rope10k/seed0"]["config"]["runs_root"] == "."
+    assert embedded["jsb/rope10k+yarn/seed0"]["derived_from"] == "jsb/rope10k/seed0"
+    offenders = [found for path in sorted(study.rglob("*")) if path.is_file() for found in machine_paths(path)]
+    assert not offenders, "\n".join(offenders)

@@ -84,6 +84,16 @@ def _link_record(joined: Path, record: Path) -> None:
     joined.symlink_to(record.resolve())
 
 
+def _lay_out_record(joined: Path, published: PublishedStudy, domain: str) -> None:
+    """Lay a study's settle record of `domain` out in the joined folder: a link to the study's own file (_link_record)
+    where that file holds it; its text where it does not (a study read back before it is written, by publish)."""
+    record = published.folder / SETTLE_DIR / f"{domain}.json"
+    if record.is_file() and record.read_text() == published.settles[domain]:
+        _link_record(joined, record)
+    else:
+        write_text(joined, published.settles[domain])
+
+
 def largest_difference(a: dict[int, float], b: dict[int, float]) -> tuple[float, int | None]:
     """(the largest |a - b| over the examples, its example); inf when the example sets differ."""
     if set(a) != set(b):
@@ -194,7 +204,7 @@ def join(studies: list[PublishedStudy], local_root: Path, merged: Path, domains:
                 problems.append(why)
         for domain in published.settles:  # checked when the study was read (settle_text)
             if not (merged / domain / SETTLE_FILE).exists():
-                _link_record(merged / domain / SETTLE_FILE, published.folder / SETTLE_DIR / f"{domain}.json")
+                _lay_out_record(merged / domain / SETTLE_FILE, published, domain)
     for domain in domains:
         local_record, joined_record = local_root / domain / SETTLE_FILE, merged / domain / SETTLE_FILE
         if local_record.is_file():
