@@ -30,6 +30,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from pipelines.experiment.config import compose_config
+from pipelines.experiment.progress_lines import PROGRESS_EVERY_ENV
 from pipelines.launch.jobs import ELSEWHERE, Job
 from pipelines.launch.progress import ProgressView
 from pipelines.runs.layout import DONE, FAILED
@@ -148,6 +149,7 @@ def _train_in_process(overrides: list[str], threads: int) -> float:
 
     torch.set_num_threads(threads)
     os.environ["POSBENCH_PROGRESS"] = "0"  # no progress bars from the workers: the sweep prints one line per run
+    os.environ[PROGRESS_EVERY_ENV] = "0"  # nor progress lines: a worker's output is the sweep's own
     os.environ[STREAM_CACHE_ENV] = "1"  # the next run of the same (task, seed) reads the batches this one drew
     from pipelines.experiment.training import train_and_evaluate
 
