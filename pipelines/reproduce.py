@@ -36,7 +36,7 @@ from omegaconf import OmegaConf
 
 from models.encodings import encoding_class
 from pipelines.experiment.config import compose_config, override_value
-from pipelines.launch.jobs import plan
+from pipelines.launch.jobs import check_prepared_data, plan
 from pipelines.launch.local import run_local, visible_gpus
 from pipelines.runs.layout import DERIVED_MARK, DONE, MANIFEST, RunFolder, RunKey
 from pipelines.runs.manifest import machine_state, package_versions
@@ -204,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             check_scratch(published, label, job.folder)
             jobs.append(job)
             threads[job.label] = own
+        check_prepared_data(jobs, [published])  # a store of other data would train runs that cannot reproduce it
         failed = []
         for count in sorted({threads[job.label] or share for job in jobs}):  # the runs of one thread count at once
             group = [job for job in jobs if (threads[job.label] or share) == count]

@@ -20,9 +20,10 @@ error (exit status 1). A run another process is training (another sweep: its run
 elsewhere, not failed.
 
 --with: a run a published study holds is not trained again, and a planned run that would be trained with another
-setting than the study holds fixed is refused by name before anything trains: how a study grows across machines
-or sessions whose run folders are gone (train the rest WITH= the study, then `make publish WITH=<study>
-STUDY=<study>`).
+setting than the study holds fixed, or on a prepared store of other raw data (a MAESTRO store of 11 of the 1,276
+performances for a study prepared from all of them: pipelines.launch.jobs.check_prepared_data), is refused by name
+before anything trains: how a study grows across machines or sessions whose run folders are gone (train the rest
+WITH= the study, then `make publish WITH=<study> STUDY=<study>`).
 
 launcher=slurm: the same runs as one SLURM job array per domain through Hydra's submitit launcher
 (configs/hydra/launcher/slurm.yaml: partition, GPUs, time, array parallelism, requeue on preemption).
@@ -40,7 +41,7 @@ from pipelines.analysis.loading import EvidenceError, LoadedRun, load_runs
 from pipelines.arguments import os_error_text, whole_number
 from pipelines.experiment.config import config_options, domain_names, encoding_name, roster
 from pipelines.launch.costs import longest_first
-from pipelines.launch.jobs import ELSEWHERE, Job, check_joinable, plan, unpublished
+from pipelines.launch.jobs import ELSEWHERE, Job, check_joinable, check_prepared_data, plan, unpublished
 from pipelines.launch.local import run_local, visible_gpus
 from pipelines.launch.slurm import run_slurm
 from pipelines.runs.layout import discover_runs
@@ -135,6 +136,7 @@ def sweep_domains(
         jobs = plan(domain, encodings, args.seeds, args.preset, args.runs, args.tasks, run_overrides)
         jobs, published = unpublished(jobs, studies)
         check_joinable(jobs, studies)
+        check_prepared_data(jobs, studies)
         print(
             f"{domain}: {len(jobs)} runs ({' '.join(encodings)} x seeds {' '.join(map(str, args.seeds))})"
             + (f"; {len(published)} published already, not trained again" if published else ""),

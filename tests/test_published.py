@@ -94,6 +94,12 @@ def test_a_matching_local_run_joins_and_gets_its_verdict_against_every_published
     [
         ({"max_steps": 200}, "jsb/hope/seed0: trainer.max_steps 200, the study has 800"),
         ({"data_hashes": {"eval/test": "cd" * 32}}, f"jsb/hope/seed0: data_hashes.eval/test {'cd' * 32}, the study"),
+        (  # the hashes alone did not say what to do (issue 68: a run trained on 11 of MAESTRO's 1,276 performances)
+            {"data_hashes": {"eval/test": "cd" * 32}},
+            "jsb/hope/seed0: trained on other data than the study's runs (a store prepared from other files, such as "
+            "part of the set's: `make data-jsb` prints how many of how many); prepare the data the study was "
+            "prepared from and train it again",
+        ),
         ({"preset": "paper"}, "jsb/hope/seed0: preset paper, the study has tiny"),
         ({"n_layer": 3}, "jsb/hope/seed0: model.n_layer 3, the study has 2"),
     ],

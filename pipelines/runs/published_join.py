@@ -242,9 +242,17 @@ def join(studies: list[PublishedStudy], local_root: Path, merged: Path, domains:
             if run.finished and not run.derived and holding:
                 mine = fixed_properties(read_run_json(run, run.path / MANIFEST))
                 theirs = holding[0].study["holds_fixed"][run.key.group_label]
-                for key in differences(mine, theirs):
+                changed = differences(mine, theirs)
+                for key in changed:
                     problems.append(
                         f"{run.label}: {key} {mine.get(key, '(not set)')}, the study has {theirs.get(key, '(not set)')}"
+                    )
+                if any(key.startswith("data_hashes.") for key in changed):
+                    problems.append(
+                        f"{run.label}: trained on other data than the study's runs (a store prepared from other "
+                        f"files, such as part of the set's: `make data-{run.domain}` prints how many of how many); "
+                        "prepare the data the study was prepared from and train it again (`make train WITH=<study>` "
+                        "refuses such a store before it trains)"
                     )
             target = run.key.folder(merged)
             target.parent.mkdir(parents=True, exist_ok=True)
