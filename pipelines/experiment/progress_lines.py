@@ -90,7 +90,8 @@ class TrainingLines(Callback):
 
     def on_train_start(self, trainer, module) -> None:
         self.ticker, self.first = Ticker(self.every), (time.monotonic(), trainer.global_step)
-        say(f"{self.label}: training from step {trainer.global_step} of {trainer.max_steps}")
+        if trainer.is_global_zero:  # under DDP one process speaks for the run
+            say(f"{self.label}: training from step {trainer.global_step} of {trainer.max_steps}")
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step  # optimiser steps done; the last one's line is the scoring's first
