@@ -131,7 +131,7 @@ def load_run(run: RunFolder) -> LoadedRun:
         return LoadedRun(run.key, run.path, UNFINISHED)
     manifest = read_run_json(run, run.path / MANIFEST)
     check_key(run, manifest)
-    if problem := machine_problem(manifest):
+    if problem := machine_problem(manifest, bound=False):  # a malformed record (copies are held to it where joined)
         raise run_file_error(run, run.path / MANIFEST, problem)
     splits = checked_splits(run)
     evaluated = [split for split, entry in splits.items() if is_evaluated(entry)]

@@ -42,15 +42,15 @@ MACHINE_TYPES = {
 RECORDED_WITH_MACHINE = ("train_cpu_seconds_this_process", "train_cpu_seconds", "resumed_at_step")
 
 
-def machine_problem(manifest: dict[str, Any]) -> str | None:
-    """Why a manifest's records of where it ran (`machine`, `packages`, the encoding's `revision`) cannot set the
-    bound its copies are held to, or None: a record that is not one (`"machine": "x"`), an entry of another kind,
-    or a machine removed from a manifest written when machines were recorded (it would loosen the bound from 0 to
-    CROSS_MACHINE)."""
+def machine_problem(manifest: dict[str, Any], bound: bool = True) -> str | None:
+    """Why a manifest's records of where it ran (`machine`, `packages`, the encoding's `revision`) cannot be read, or
+    None: a record that is not one (`"machine": "x"`), an entry of another kind; and where the manifest sets the
+    bound a copy of its run is held to (`bound`: a published record, a local copy of one), a machine removed from a
+    manifest written when machines were recorded (it would loosen the bound from 0 to CROSS_MACHINE)."""
     machine = manifest.get("machine")
     if not machine:
         written = next((key for key in RECORDED_WITH_MACHINE if key in manifest), None)
-        if written is None:
+        if written is None or not bound:
             return None
         return (
             f"no machine record, yet it holds {written}, which only code that records the machine writes: a record "
