@@ -233,6 +233,20 @@ class StoredDataModule(SequenceDataModule, Generic[SplitT]):
     def data_hashes(self) -> dict[str, str]:
         return {**{f"raw/{k}": v for k, v in self.meta["raw_sha256"].items()}, **super().data_hashes()}
 
+    def other_raw_data(self, meta: dict[str, Any], wanted: dict[str, str]) -> str | None:
+        """Why the prepared store (its `meta`) is not the raw data whose digests are `wanted` (a study's runs'
+        `raw/<file>` hashes: pipelines.launch.jobs.check_prepared_data), and what to run; None when it is. Only the
+        files `wanted` names are compared."""
+        mine = meta.get("raw_sha256") or {}
+        differ = sorted(name for name, digest in wanted.items() if mine.get(name) != digest)
+        if not differ:
+            return None
+        return (
+            f"the local {self.domain} store ({self.store}) was prepared from other raw files than the study's runs "
+            f"({', '.join(differ)} differ); prepare the data the study was prepared from: `make data-{self.domain}` "
+            "(README, the domain's section)"
+        )
+
 
 class TokenStoreDataModule(StoredDataModule[Split]):
     """A stored domain whose store is token arrays per split (`domains.store`), rebuilt only when the raw files'

@@ -1,9 +1,12 @@
 """argparse types the command lines share: a value outside its range is refused by argparse, naming the argument
-("argument --n: must be a whole number >= 1, got '-2'"), before anything is read or written."""
+("argument --n: must be a whole number >= 1, got '-2'"), before anything is read or written; and the one line a
+command prints for a file it could not write (os_error_text: a full disk, a read-only folder, a file where a folder
+must be), instead of a traceback."""
 
 from __future__ import annotations
 
 import argparse
+import errno
 import math
 from collections.abc import Callable
 
@@ -37,3 +40,23 @@ def finite_number(least: float) -> Callable[[str], float]:
         return value
 
     return parse
+
+
+# what to do about the errors a write meets, by errno
+_WRITE_HINTS = {
+    errno.ENOSPC: "the disk is full: free space and run the command again",
+    errno.EDQUOT: "the disk quota is spent: free space and run the command again",
+    errno.EACCES: "the folder is not writable: choose another, or change its permissions",
+    errno.EPERM: "the folder is not writable: choose another, or change its permissions",
+    errno.EROFS: "the file system is read-only: choose a folder on another",
+    errno.ENOTDIR: "a file is where a folder must be: move it, or choose another folder",
+    errno.EEXIST: "a file is where a folder must be: move it, or choose another folder",
+}
+
+
+def os_error_text(error: OSError) -> str:
+    """An OSError as a command's one-line error: the file, what the system said and, where it is known, what to do
+    about it (`runs/jsb: Not a directory (a file is where a folder must be: ...)`)."""
+    where = f"{error.filename}: " if error.filename else ""
+    hint = _WRITE_HINTS.get(error.errno)
+    return f"{where}{error.strerror or error}" + (f" ({hint})" if hint else "")

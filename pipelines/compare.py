@@ -27,6 +27,7 @@ from pipelines.analysis.bridge import Bridge
 from pipelines.analysis.design import DEFAULT_REF
 from pipelines.analysis.loading import EvidenceError
 from pipelines.analysis.study import Study, analyse_study
+from pipelines.arguments import os_error_text
 from pipelines.experiment.config import domain_names
 from pipelines.report.study import write_study_report
 from pipelines.runs.metrics import RunFileError
@@ -86,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     # ValueError: what read_design refuses in a settle record (naming it; the other errors name their file or run)
     except (FileNotFoundError, EvidenceError, RunFileError, StudyError, ValueError) as error:
         parser.exit(1, f"error: {error}\n")
+    except OSError as error:  # a full disk, a read-only folder, a file where a folder must be
+        parser.exit(1, f"error: {os_error_text(error)}; nothing written to {args.out}\n")
     return 0
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from domains.synthetic.registry import get_task
 from pipelines.analysis.study import analyse_study
+from pipelines.arguments import whole_number
 from pipelines.experiment.config import datamodule_class, roster
 from pipelines.launch.jobs import plan
 from pipelines.launch.local import run_local
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--roster", default="full")
     # the tiny preset's two tasks: the full roster on them fits the demo's time
     parser.add_argument("--tasks", nargs="+", default=list(datamodule_class(DOMAIN).preset_tasks["tiny"]))
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--seeds", nargs="+", type=whole_number(0), default=[0, 1, 2])
     parser.add_argument("--preset", default="tiny", choices=["tiny", "paper"])
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--runs", type=Path, default=Path("runs/demo"))

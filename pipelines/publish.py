@@ -4,17 +4,21 @@
                                 [--with docs/results/<study> ...] [--replace]
 
 Writes study.json, runs.json.gz, per_example/ and per_position/<encoding>.csv.gz (and settle/<domain>.json) into OUT
-(pipelines.runs.published_format), study.json listing each other file's sha256, and beside them the study's report
-from the same runs, as `make compare` writes it: summary.md/csv/json, the figures, the per-domain folders and
-index.html (pipelines.report.study). Only finished runs are published; a domain without one, and runs of one domain
-(or task) that differ in what a comparison holds fixed, are refused, naming them. --with publishes a published
-study's runs joined to the local ones (pipelines.runs.published_join.join, as `make compare WITH=...` reads them):
-how a study grown by `make settle WITH=...` is published again, into its own folder or another.
+(pipelines.runs.published_format), study.json listing each other file's sha256, and beside them the study's report,
+as `make compare` writes it: summary.md/csv/json, the figures, the per-domain folders and index.html
+(pipelines.report.study). The report is built from exactly the evidence published (report_from_evidence), as anyone
+joining the study reads it, never from the run folders it was collected from: their manifests name the machine's
+folders (runs_root, a YaRN entry's derived_from), which the evidence writes relative to the runs folder. Only
+finished runs are published; a domain without one, and runs of one domain (or task) that differ in what a comparison
+holds fixed, are refused, naming them. --with publishes a published study's runs joined to the local ones
+(pipelines.runs.published_join.join, as `make compare WITH=...` reads them): how a study grown by `make settle
+WITH=...` is published again, into its own folder or another.
 
 Everything is read, checked and analysed before anything is written, and the study (evidence and report) is written
-all or nothing: a publish that fails leaves OUT as it was. When OUT holds a study already, the new one must keep
-every run of it with the same numbers (within its tolerance), as a grown study does; one that would drop or change
-runs is refused, naming them, unless --replace is given (then it says what it replaced).
+all or nothing: a publish that fails leaves OUT as it was (on a full disk or a read-only folder too, said in one
+line). When OUT holds a study already, the new one must keep every run of it with the same numbers (within its
+tolerance), as a grown study does; one that would drop or change runs is refused, naming them, unless --replace is
+given (then it says what it replaced).
 """
 
 from __future__ import annotations
@@ -26,13 +30,21 @@ from pathlib import Path
 
 from pipelines.analysis.loading import EvidenceError
 from pipelines.analysis.study import Study, analyse_study
+from pipelines.arguments import os_error_text
 from pipelines.experiment.config import domain_names
 from pipelines.report.files import publish
 from pipelines.report.study import render_study, study_readme, study_report_files
 from pipelines.runs.metrics import RunFileError
 from pipelines.runs.published_export import EVIDENCE_FILES, StudyExport, collect_study, read_back, render_evidence
-from pipelines.runs.published_format import RUNS, STUDY, TOLERANCE, StudyError
-from pipelines.runs.published_join import add_with_option, copies_disagree, joined_runs, joined_scratch, runs_label
+from pipelines.runs.published_format import RUNS, STUDY, TOLERANCE, PublishedStudy, StudyError
+from pipelines.runs.published_join import (
+    add_with_option,
+    copies_disagree,
+    join,
+    joined_runs,
+    joined_scratch,
+    runs_label,
+)
 from pipelines.runs.published_read import read_studies, read_study
 
 
@@ -41,26 +53,32 @@ def _listed(labels: list[str], limit: int = 8) -> str:
     return shown + (f" and {len(labels) - limit} more" if len(labels) > limit else "")
 
 
-def replaced(export: StudyExport, out: Path) -> tuple[int, list[str], list[str], list[str]]:
-    """(the runs of the study already in `out`, those of them the new one drops, those it holds with other numbers,
-    those it adds); StudyError naming `out` when it holds a study that cannot be read."""
+def replaced(new: PublishedStudy, out: Path) -> tuple[int, list[str], list[str], list[str]]:
+    """(the runs of the study already in `out`, those of them the new one (read back: read_back) drops, those it holds
+    with other numbers, those it adds); StudyError naming `out` when it holds a study that cannot be read."""
     try:
         old = read_study(out)
     except StudyError as error:
         raise StudyError(
             f"{out} holds a study that cannot be read ({error}); publish into another folder, or remove it first"
         ) from None
-    new = read_back(export, out)
     dropped = [label for label in old.labels if label not in new.records]
     changed = [label for label in old.labels if label in new.records and copies_disagree(old, new, label)]
     added = [label for label in new.labels if label not in old.records]
     return len(old.labels), dropped, changed, added
 
 
+def report_from_evidence(evidence: PublishedStudy, domains: list[str], scratch: Path) -> Study:
+    """The study's report from its evidence as read back (read_back): its runs laid out in `scratch` from the
+    published records (pipelines.runs.published_join.join), as `make compare WITH=<study>` lays them out, so that the
+    page and summary hold what the study publishes and nothing of the machine it was built on."""
+    join([evidence], scratch / "no-local-runs", scratch / "runs", domains)
+    return analyse_study(scratch / "runs", domains, None)
+
+
 def write_published(export: StudyExport, report: Study, out: Path) -> None:
-    """Write the study's evidence and its report into `out` in one step, all or nothing, once the evidence reads
-    back with every check (pipelines.runs.published_export.read_back)."""
-    read_back(export, out)
+    """Write the study's evidence and its report into `out` in one step, all or nothing; the evidence has read back
+    with every check (pipelines.runs.published_export.read_back) and the report is its (report_from_evidence)."""
     readme = study_readme(out)
     publish(
         out,
@@ -85,13 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with joined_scratch("posbench-publish-") as scratch:
             studies = read_studies(args.with_studies)
-            runs_root, _ = joined_runs(args.runs, studies, scratch, args.domains)
+            runs_root, _ = joined_runs(args.runs, studies, scratch / "joined", args.domains)
             export = collect_study(runs_root, args.domains, args.tolerance)
-            report = analyse_study(runs_root, args.domains, None)  # before anything is written: it may refuse
+            evidence = read_back(export, args.out)  # every check of read_study, before anything is written
+            report = report_from_evidence(evidence, args.domains, scratch / "published")  # it may refuse too
             report.runs_root = runs_label(args.runs, *args.with_studies)
             notes = []
             if (args.out / STUDY).exists():
-                held, dropped, changed, added = replaced(export, args.out)
+                held, dropped, changed, added = replaced(evidence, args.out)
                 lost = [f"drops {len(dropped)}: {_listed(dropped)}"] if dropped else []
                 lost += [f"changes the numbers of {len(changed)}: {_listed(changed)}"] if changed else []
                 what = f"the study there holds {held} runs, the new one {len(export.labels)}: it {'; it '.join(lost)}"
@@ -106,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     # ValueError: what read_design refuses in a settle record (naming it; the other errors name their file or run)
     except (StudyError, RunFileError, FileNotFoundError, EvidenceError, ValueError) as error:
         parser.exit(1, f"error: {error}\n")
+    except OSError as error:  # a full disk, a read-only folder, a file where a folder must be
+        parser.exit(1, f"error: {os_error_text(error)}; {args.out} is as it was\n")
     for note in notes:
         print(note)
     count = len(export.labels)

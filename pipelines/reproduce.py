@@ -17,7 +17,9 @@ anything trains each run's line says what differs from the machine it was record
 outside its tolerance.
 
 A YaRN evaluation (`rope10k+yarn/0`) is reproduced by training its rope run, which evaluates YaRN as well (one
-training for both when both are named). Before anything trains, a finished run already in the scratch folder must
+training for both when both are named); a rope run's YaRN evaluation that the study holds is compared too when only
+the rope run is named (its training scores it again: its line says so). A copy that agrees bit for bit is reported
+as such, with no example named. Before anything trains, a finished run already in the scratch folder must
 be the one the study describes (its key and every setting a comparison holds fixed), else it is refused by name:
 it would be skipped and compared. The study is read strictly (pipelines.runs.published_read.read_study): a record that
 contradicts study.json is refused, naming the record and the setting, before anything trains.
@@ -34,7 +36,7 @@ from omegaconf import OmegaConf
 
 from models.encodings import encoding_class
 from pipelines.experiment.config import compose_config, override_value
-from pipelines.launch.jobs import plan
+from pipelines.launch.jobs import check_prepared_data, plan
 from pipelines.launch.local import run_local, visible_gpus
 from pipelines.runs.layout import DERIVED_MARK, DONE, MANIFEST, RunFolder, RunKey
 from pipelines.runs.manifest import machine_state, package_versions
@@ -138,11 +140,33 @@ def condition(published: PublishedStudy, label: str, threads: int) -> tuple[floa
     return tolerance, f"trained here with {threads} thread{'s' * (threads > 1)}; {why}"
 
 
+def trained_with(published: PublishedStudy, label: str) -> list[str]:
+    """The study's runs one training for `label` scores: its trained run and that run's derived evaluations (a rope
+    run and its YaRN entry), `label` first."""
+    key = published.key(label)
+    siblings = [
+        other
+        for other in published.labels
+        if (found := published.key(other)).domain == key.domain
+        and found.task == key.task
+        and found.seed == key.seed
+        and trained_encoding(found.encoding) == trained_encoding(key.encoding)
+    ]
+    return [label, *(other for other in siblings if other != label)]
+
+
 def compare_run(published: PublishedStudy, label: str, folder: Path, tolerance: float) -> tuple[bool, str]:
-    """(within tolerance, the line that says so) for the re-trained copy of one published run."""
+    """(within tolerance, the line that says so) for the re-trained copy of one published run: its largest
+    per-example difference with the split and example where it is, or that every example agrees bit for bit."""
     mine = local_metrics(RunFolder(published.key(label), folder))
     diff, split, example = worst_difference(mine, published.metrics(label))
     within = diff <= tolerance
+    if diff == 0:
+        splits = sorted(mine)
+        return within, (
+            f"{label}: largest per-example difference 0 nats (every example of {', '.join(splits)} bit for bit); "
+            f"within the tolerance {tolerance:g}"
+        )
     where = f"{split} example {example}" if example is not None else f"{split}: other examples scored"
     return within, (
         f"{label}: largest per-example difference {diff:.3g} nats ({where}); "
@@ -159,7 +183,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         published = read_study(args.study)
-        labels = list(dict.fromkeys(find_label(published, spec) for spec in args.runs))
+        named = list(dict.fromkeys(find_label(published, spec) for spec in args.runs))
+        labels = list(dict.fromkeys(other for label in named for other in trained_with(published, label)))
+        for label in labels:
+            if label not in named:
+                trained = next(name for name in named if label in trained_with(published, name))
+                print(f"{label}: compared too: the training of {trained} scores it again", flush=True)
         jobs, planned, threads, tolerances = [], set(), {}, {}
         share = max(1, (os.cpu_count() or 1) // (args.jobs or len(visible_gpus()) or os.cpu_count() or 1))
         for label in labels:
@@ -175,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             check_scratch(published, label, job.folder)
             jobs.append(job)
             threads[job.label] = own
+        check_prepared_data(jobs, [published])  # a store of other data would train runs that cannot reproduce it
         failed = []
         for count in sorted({threads[job.label] or share for job in jobs}):  # the runs of one thread count at once
             group = [job for job in jobs if (threads[job.label] or share) == count]

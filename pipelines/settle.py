@@ -58,10 +58,11 @@ from pipelines.analysis.domain import analyse_domain
 from pipelines.analysis.evidence import preset_of, require_finished
 from pipelines.analysis.loading import EvidenceError, LoadedRun, load_runs
 from pipelines.analysis.results import DomainResult
+from pipelines.arguments import whole_number
 from pipelines.experiment.config import config_options, domain_names, encoding_name, roster
 from pipelines.launch.costs import MEASURES, estimated_seconds, fmt_seconds, longest_first
 from pipelines.launch.designing import check_unchanged, design_in_advance, initial_design
-from pipelines.launch.jobs import ELSEWHERE, Job, check_joinable, plan
+from pipelines.launch.jobs import ELSEWHERE, Job, check_joinable, check_prepared_data, plan
 from pipelines.launch.local import run_local, visible_gpus
 from pipelines.runs.layout import DERIVED_MARK, DONE, discover_runs
 from pipelines.runs.metrics import RunFileError
@@ -266,6 +267,7 @@ def settle_looks(args: argparse.Namespace, studies: list[PublishedStudy], overri
         check_joinable(jobs, studies)
         if args.plan:
             return print_plan(result, jobs, runs)
+        check_prepared_data(jobs, studies)
         record(domain_folder, result)
         if args.record:
             print(
@@ -335,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--looks", type=int, default=DEFAULT_LOOKS, help="looks of the design, the first included")
     parser.add_argument(
         "--seeds",
-        type=int,
+        type=whole_number(0),  # a seed seeds the data stream: a whole number >= 0
         nargs="+",
         help="fix the design before any of its runs exist: its first look on these seeds (a confirmatory study)",
     )

@@ -20,9 +20,10 @@ error (exit status 1). A run another process is training (another sweep: its run
 elsewhere, not failed.
 
 --with: a run a published study holds is not trained again, and a planned run that would be trained with another
-setting than the study holds fixed is refused by name before anything trains: how a study grows across machines
-or sessions whose run folders are gone (train the rest WITH= the study, then `make publish WITH=<study>
-STUDY=<study>`).
+setting than the study holds fixed, or on a prepared store of other raw data (a MAESTRO store of 11 of the 1,276
+performances for a study prepared from all of them: pipelines.launch.jobs.check_prepared_data), is refused by name
+before anything trains: how a study grows across machines or sessions whose run folders are gone (train the rest
+WITH= the study, then `make publish WITH=<study> STUDY=<study>`).
 
 launcher=slurm: the same runs as one SLURM job array per domain through Hydra's submitit launcher
 (configs/hydra/launcher/slurm.yaml: partition, GPUs, time, array parallelism, requeue on preemption).
@@ -37,9 +38,10 @@ import time
 from pathlib import Path
 
 from pipelines.analysis.loading import EvidenceError, LoadedRun, load_runs
+from pipelines.arguments import os_error_text, whole_number
 from pipelines.experiment.config import config_options, domain_names, encoding_name, roster
 from pipelines.launch.costs import longest_first
-from pipelines.launch.jobs import ELSEWHERE, Job, check_joinable, plan, unpublished
+from pipelines.launch.jobs import ELSEWHERE, Job, check_joinable, check_prepared_data, plan, unpublished
 from pipelines.launch.local import run_local, visible_gpus
 from pipelines.launch.slurm import run_slurm
 from pipelines.runs.layout import discover_runs
@@ -75,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--encodings", nargs="+", type=encoding_name, help="pe configs to run instead of a roster, e.g. nope rope10k"
     )
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--seeds", nargs="+", type=whole_number(0), default=[0, 1, 2])
     parser.add_argument("--preset", default="tiny", choices=config_options("preset"))
     parser.add_argument(
         "--tasks", nargs="+", help="domains with tasks: the tasks (default: the demo's at tiny, all at paper)"
@@ -103,6 +105,29 @@ def main(argv: list[str] | None = None) -> int:
     except StudyError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    try:
+        failed, elsewhere, began = sweep_domains(args, domains, studies, launcher_overrides, run_overrides)
+    except OSError as error:  # a full disk, a read-only folder, a runs folder that is a file: the runs so far stay
+        print(f"error: {os_error_text(error)}; the finished runs are kept, a rerun completes the rest", file=sys.stderr)
+        return 1
+    except StudyError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    if failed is None:  # the slurm launcher could not submit
+        return 1
+    print(f"sweep wall time: {time.time() - began:.0f} s")
+    for job in elsewhere:
+        print(f"running elsewhere, not trained by this sweep: {job.label}: {job.error}", file=sys.stderr)
+    for job in failed:
+        print(f"failed run: {job.label}: {job.error}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def sweep_domains(
+    args: argparse.Namespace, domains: list[str], studies: list, launcher_overrides: list[str], run_overrides: list[str]
+) -> tuple[list[Job] | None, list[Job], float]:
+    """Plan and run each domain's jobs: (the failed ones, None where slurm could not submit; those running elsewhere;
+    when the sweep began). StudyError before anything trains where a planned run could not join a study."""
     failed: list[Job] = []
     elsewhere: list[Job] = []
     began = time.time()
@@ -110,11 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         encodings = args.encodings or roster(args.roster)
         jobs = plan(domain, encodings, args.seeds, args.preset, args.runs, args.tasks, run_overrides)
         jobs, published = unpublished(jobs, studies)
-        try:
-            check_joinable(jobs, studies)
-        except StudyError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
+        check_joinable(jobs, studies)
+        check_prepared_data(jobs, studies)
         print(
             f"{domain}: {len(jobs)} runs ({' '.join(encodings)} x seeds {' '.join(map(str, args.seeds))})"
             + (f"; {len(published)} published already, not trained again" if published else ""),
@@ -122,17 +144,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         if args.launcher == "slurm":
             if run_slurm(jobs, launcher_overrides):
-                return 1
+                return None, elsewhere, began
             continue
         jobs = longest_first(jobs, finished_runs(args.runs, domain), block=lambda job: args.seeds.index(job.key.seed))
         failed += run_local(jobs, workers=args.jobs or len(visible_gpus()) or os.cpu_count() or 1)
         elsewhere += [job for job in jobs if job.status == ELSEWHERE]
-    print(f"sweep wall time: {time.time() - began:.0f} s")
-    for job in elsewhere:
-        print(f"running elsewhere, not trained by this sweep: {job.label}: {job.error}", file=sys.stderr)
-    for job in failed:
-        print(f"failed run: {job.label}: {job.error}", file=sys.stderr)
-    return 1 if failed else 0
+    return failed, elsewhere, began
 
 
 if __name__ == "__main__":

@@ -210,7 +210,8 @@ def lm_domain(root, domain, nll, seeds=(0, 1, 2), seed_step=0.01, ids=None, **ma
 
 def with_composed_configs(root, domain="jsb", preset="tiny"):
     """Give the fabricated runs of `domain` under `root` the config pipelines.train composes for them (a real run's
-    manifest holds it), so that a study of them can be re-trained (make reproduce) and joined by composed runs."""
+    manifest holds it; a derived run's, `rope10k+yarn`, is its trained run's), so that a study of them can be
+    re-trained (make reproduce) and joined by composed runs."""
     from omegaconf import OmegaConf
 
     from pipelines.experiment.config import compose_config
@@ -218,7 +219,7 @@ def with_composed_configs(root, domain="jsb", preset="tiny"):
     for path in sorted(Path(root).glob(f"{domain}/*/seed*/manifest.json")):
         manifest = json.loads(path.read_text())
         run = manifest["run"]
-        overrides = [f"domain={domain}", f"preset={preset}", f"pe={run['pe_id']}", f"seed={run['seed']}"]
+        overrides = [f"domain={domain}", f"preset={preset}", f"pe={run['pe_id'].split('+')[0]}", f"seed={run['seed']}"]
         manifest["config"] = OmegaConf.to_container(compose_config(overrides), resolve=True)
         path.write_text(json.dumps(manifest))
 

@@ -113,9 +113,20 @@ def test_the_page_keeps_the_bridged_runs_apart_and_says_what_the_bridge_ranks(st
         ("other data", "its runs read other data (data_hashes.eval/test)"),
         ("domain not compared", "bridged into jsb's ranking, but jsb is not compared here"),
         ("two domains", "a bridged study holds one domain; it holds jsb, maestro"),
+        (
+            "two bridges of irope",
+            "jsb-patterns: bridges `irope` into jsb's ranking, as jsb-deeper does (each by its Δ to its own "
+            "`rope10k`): its rank would depend on which is named first",
+        ),
+        (
+            "two bridges of irope, the other order",
+            "jsb-deeper: bridges `irope` into jsb's ranking, as jsb-patterns does",
+        ),
     ],
 )
 def test_a_bridge_that_cannot_stand_is_refused_by_name(studies, case, why, capsys):
+    """Two bridges holding one encoding the domain lacks: ranked by whichever was named first (alibi 1.0 one way,
+    3.0 the other), so refused in either order."""
     tmp_path, jsb, patterns, maestro = studies
     if case == "same settings":
         bridge = _publish(tmp_path, "jsb-same", "jsb", {"rope10k": X, "irope": X - 0.1})
@@ -125,6 +136,10 @@ def test_a_bridge_that_cannot_stand_is_refused_by_name(studies, case, why, capsy
             tmp_path, "jsb-other", "jsb", {"rope10k": X, "irope": X - 0.1}, n_layer=4, data_hashes={"eval/test": "x"}
         )
         args = ["--with", jsb, maestro, "--bridge", bridge]
+    elif case.startswith("two bridges"):  # irope 0.10 better than its rope10k in one, 0.05 worse in the other
+        deeper = _publish(tmp_path, "jsb-deeper", "jsb", {"rope10k": X - 0.4, "irope": X - 0.35}, n_layer=6)
+        bridges = [deeper, patterns] if case.endswith("two bridges of irope") else [patterns, deeper]
+        args = ["--with", jsb, maestro, "--bridge", *bridges]
     elif case == "domain not compared":
         args = ["--with", maestro, "--bridge", patterns]
     else:

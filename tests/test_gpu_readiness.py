@@ -42,9 +42,9 @@ class RootDevice(Callback):
 def test_evaluation_runs_on_the_training_device_under_the_runs_precision(tmp_path, monkeypatch):
     seen = []
 
-    def recording(model, datamodule, run, device, adapt=None):
+    def recording(model, datamodule, run, device, adapt=None, label=None):
         seen.append((torch.device(device), next(model.parameters()).device, torch.is_autocast_enabled("cpu")))
-        return evaluate_splits(model, datamodule, run, device, adapt)
+        return evaluate_splits(model, datamodule, run, device, adapt, label)
 
     evaluate_splits = training.evaluate_splits
     monkeypatch.setattr(training, "evaluate_splits", recording)

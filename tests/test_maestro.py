@@ -648,3 +648,44 @@ def test_a_mirror_that_is_itself_the_unpacked_set_is_read_as_its_maestro_folder(
         files = fetch_archive()
         taken[mirror.name] = {name: hashlib.sha256(path.read_bytes()).hexdigest() for name, path in files.items()}
     assert taken["maestro"] == taken[SAMPLES.name] and CSV_NAME in taken["maestro"] and len(taken["maestro"]) == 12
+
+
+def test_a_partial_store_is_refused_before_training_for_a_study_of_the_whole_set(sample, tmp_path, monkeypatch, capsys):
+    """The MAESTRO mirror trap: `POSBENCH_MIRROR=<a folder whose maestro/ is the 11 samples> make data-maestro`
+    builds a store of 11 of the 1,276 performances and exits 0; `make train WITH=<a study prepared from all of them>`
+    then trained a full run on it, which the join refused afterwards with four data hashes. The sweep refuses it
+    before anything trains, naming both counts and the command that prepares the whole set; a store of the study's
+    own raw data trains."""
+    import numpy as np
+
+    from domains.maestro.archive import WHOLE_SET
+    from pipelines import sweep as sweep_module
+    from pipelines.runs.published_export import export_study
+    from tests.run_fixtures import lm_domain, with_composed_configs
+
+    data, meta = sample
+    assert (meta["performances"]["present"], meta["performances"]["listed"]) == (11, 1276)
+    trained = []
+    monkeypatch.setattr(sweep_module, "run_local", lambda jobs, workers: trained.extend(j.label for j in jobs) or [])
+
+    def study(name, raw):
+        runs = tmp_path / f"{name}-runs"
+        hashes = {f"raw/{file}": digest for file, digest in raw.items()} | {"eval/test": "e" * 64}
+        lm_domain(runs, "maestro", {"rope10k": np.array([2.5, 2.6]), "nope": np.array([2.9, 3.0])}, data_hashes=hashes)
+        with_composed_configs(runs, domain="maestro", preset="cpu")
+        export_study(runs, ["maestro"], tmp_path / name)
+        return tmp_path / name
+
+    args = ["--domain", "maestro", "--encodings", "nope", "--seeds", "5", "--preset", "cpu", "--runs"]
+    args += [str(tmp_path / "local"), "--with"]
+    whole = study("whole", WHOLE_SET)
+    assert sweep_module.main([*args, str(whole)]) == 1 and trained == []
+    err = capsys.readouterr().err
+    assert (
+        f"error: refusing to train maestro/nope/seed5 for {whole}: the local MAESTRO store ({data}/stores/maestro) "
+        "holds 11 of the 1,276 performances its CSV lists (prepared from a mirror holding only those), the study's "
+        "runs were prepared from all 1,276: prepare the whole set first, `POSBENCH_MIRROR=<the unpacked MAESTRO "
+        "v3.0.0 set> make data-maestro`" in err
+    )
+    assert sweep_module.main([*args, str(study("same", meta["raw_sha256"]))]) == 0
+    assert trained == ["maestro/nope/seed5"]

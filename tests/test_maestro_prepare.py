@@ -380,6 +380,12 @@ def test_prepare_prints_the_split_tokens_chunks_skipped_files_phases_and_memory(
     assert "missing: 1271 performances the CSV lists are not in the unpacked folder (performances.csv names them)" in (
         lines
     )
+    # the trap of issue 68: a partial store said so in one line and exited 0; it says what it cannot be used for
+    assert (
+        "note: a partial store, 5 of the 1,276 performances: runs trained on it cannot join a study prepared from "
+        "the whole set (every published MAESTRO study; `make train WITH=` refuses them); for the whole set, "
+        "`POSBENCH_MIRROR=<the unpacked MAESTRO v3.0.0 set> make data-maestro`" in "\n".join(lines)
+    )
     summary = "\n".join(lines)
     assert re.search(r"^tokenising: 5 tokenised, 0 from the cache, 1 workers: [\d.]+k? tokens/s", summary, re.M)
     phases = next(line for line in lines if line.startswith("phases: "))

@@ -6,13 +6,17 @@ comparison), and `make reproduce` on a tiny study made here (within tolerance; a
 from __future__ import annotations
 
 import csv
+import errno
 import gzip
 import hashlib
 import io
 import json
 import math
+import os
 import re
 import shutil
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,11 +28,13 @@ from pipelines.experiment.training import train_and_evaluate
 from pipelines.launch.jobs import default_tasks
 from pipelines.publish import main as publish_main
 from pipelines.reproduce import main as reproduce_main
+from pipelines.runs.metrics import RunFileError
 from pipelines.runs.published_export import export_study
 from pipelines.runs.published_format import StudyError, example_file
 from pipelines.runs.published_join import join
 from pipelines.runs.published_read import read_study
 from pipelines.runs.tolerance import copy_tolerance
+from tests.browser import inflated, unpacked
 from tests.run_fixtures import edit_study_file, lm_domain, read_csv, with_composed_configs
 from tests.sample_fixtures import REPO, SAMPLES
 
@@ -88,6 +94,12 @@ def test_a_matching_local_run_joins_and_gets_its_verdict_against_every_published
     [
         ({"max_steps": 200}, "jsb/hope/seed0: trainer.max_steps 200, the study has 800"),
         ({"data_hashes": {"eval/test": "cd" * 32}}, f"jsb/hope/seed0: data_hashes.eval/test {'cd' * 32}, the study"),
+        (  # the hashes alone did not say what to do (issue 68: a run trained on 11 of MAESTRO's 1,276 performances)
+            {"data_hashes": {"eval/test": "cd" * 32}},
+            "jsb/hope/seed0: trained on other data than the study's runs (a store prepared from other files, such as "
+            "part of the set's: `make data-jsb` prints how many of how many); prepare the data the study was "
+            "prepared from and train it again",
+        ),
         ({"preset": "paper"}, "jsb/hope/seed0: preset paper, the study has tiny"),
         ({"n_layer": 3}, "jsb/hope/seed0: model.n_layer 3, the study has 2"),
     ],
@@ -160,6 +172,57 @@ def test_a_local_copy_of_a_published_run_must_agree_with_it_within_the_bound_of_
     ]
     with pytest.raises(StudyError, match=r"tolerance 0.001: differs from the recorded run in CPU model: recorded "):
         copy("cpu-far", 0.002, {**MACHINE, "cpu": "Another CPU"})
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"machine": "x"}, "machine is 'x', not a record of the machine (threads, CPU model and flags, torch build)"),
+        ({"machine": {**MACHINE, "threads": "one"}}, "machine.threads is 'one', expected a whole number"),
+        ({"encoding": {"name": "nope", "revision": "x"}}, "encoding.revision is 'x', expected a whole number >= 1"),
+        (
+            {"machine": None, "train_cpu_seconds": 10.0},
+            "no machine record, yet it holds train_cpu_seconds, which only code that records the machine writes",
+        ),
+    ],
+    ids=["not a record", "threads", "revision", "removed"],
+)
+def test_a_malformed_or_removed_machine_record_is_refused_by_its_file_and_run(tmp_path, capsys, change, problem):
+    """`"machine": "x"` ended compare and reproduce in an AttributeError, a revision "x" in `invalid literal for
+    int()` naming nothing, and a machine record removed from a manifest written with one held its copies to the
+    cross-machine bound (a copy 5e-4 off "reproduced" a run it must match bit for bit). In a published record the
+    study is refused at reading (compare, reproduce), naming runs.json.gz and the run; in a local run folder, its
+    manifest (compare, a join)."""
+    study = published(tmp_path)
+
+    def machine_recorded(records):
+        records["jsb/nope/seed1"]["manifest"].update(machine=MACHINE, packages={"torch": "2.13.0"})
+        return records
+
+    edit_study_file(study, "runs.json.gz", machine_recorded)
+    local = tmp_path / "local"
+    lm_domain(local, "jsb", {"nope": X + 0.3 + np.array([0, 0, 0, 5e-4, 0, 0])}, seeds=(1,))
+    manifest_path = local / "jsb" / "nope" / "seed1" / "manifest.json"
+    _set_machine(manifest_path, MACHINE)
+    manifest = json.loads(manifest_path.read_text())
+    manifest_path.write_text(json.dumps({**manifest, **change}))
+    with pytest.raises(RunFileError) as error:
+        join([read_study(study)], local, tmp_path / "merged", ["jsb"])
+    assert f"{manifest_path}: {problem}" in str(error.value)
+    err = _compare_refuses(tmp_path, capsys, study, runs="local")
+    assert f"{manifest_path}: {problem}" in err and "Traceback" not in err
+
+    def damaged(records):
+        records["jsb/nope/seed1"]["manifest"].update(change)
+        return records
+
+    edit_study_file(study, "runs.json.gz", damaged)
+    err = _compare_refuses(tmp_path, capsys, study)
+    assert f"{study / 'runs.json.gz'}: jsb/nope/seed1: its manifest's {problem}" in err
+    with pytest.raises(SystemExit) as exit_:
+        reproduce_main(["--study", str(study), "--runs", "nope/1", "--scratch", str(tmp_path / "scratch")])
+    assert exit_.value.code == 1
+    assert f"{study / 'runs.json.gz'}: jsb/nope/seed1: its manifest's {problem}" in capsys.readouterr().err
 
 
 def test_another_revision_of_the_encodings_computation_is_held_to_the_cross_machine_bound():
@@ -440,6 +503,60 @@ def test_a_publish_that_fails_part_way_leaves_the_study_as_it_was(tmp_path, caps
     assert _files(tmp_path / "study") == before
 
 
+def _full_disk(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _read_only(folder):
+    """tempfile.TemporaryDirectory, refused in `folder` as a read-only folder refuses it (the tests run as root,
+    whom a folder's permissions do not stop)."""
+    real = tempfile.TemporaryDirectory
+
+    def temporary(*args, dir=None, **kwargs):
+        if dir is not None and Path(dir) == folder:
+            raise PermissionError(errno.EACCES, "Permission denied", str(dir))
+        return real(*args, dir=dir, **kwargs)
+
+    return temporary
+
+
+@pytest.mark.parametrize("fault", ["full disk", "read-only folder", "a file where the folder must be"])
+@pytest.mark.parametrize("command", ["publish", "compare"])
+def test_a_write_that_fails_is_one_line_naming_the_file_and_loses_nothing(
+    tmp_path, monkeypatch, capsys, command, fault
+):
+    """publish and compare on a full disk, into a read-only folder, or where their folder is a file, ended in
+    tracebacks: now one line naming the file, what the system said and what to do; the study or report already in
+    the folder is as it was, byte for byte."""
+    lm_domain(tmp_path / "runs", "jsb", {"darope": X, "nope": X + 0.3})
+    out = tmp_path / "out"
+    args = {
+        "publish": ["--runs", str(tmp_path / "runs"), "--domains", "jsb", "--out", str(out)],
+        "compare": ["--runs", str(tmp_path / "runs"), "--out", str(out)],
+    }[command]
+    main = {"publish": publish_main, "compare": compare_main}[command]
+    assert main(args) == 0
+    lm_domain(tmp_path / "runs", "jsb", {"hope": X + 0.1})  # the next report would add hope
+    capsys.readouterr()
+    if fault == "full disk":
+        monkeypatch.setattr(os, "fsync", _full_disk)
+        expected = "No space left on device (the disk is full: free space and run the command again)"
+    elif fault == "read-only folder":
+        monkeypatch.setattr(tempfile, "TemporaryDirectory", _read_only(tmp_path))
+        expected = f"{tmp_path}: Permission denied (the folder is not writable: choose another"
+    else:
+        shutil.rmtree(out)
+        out.write_text("a file\n")
+        expected = f"{out}: File exists (a file is where a folder must be: move it, or choose another folder)"
+    before = _files(out) if out.is_dir() else out.read_bytes()
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 1 and expected in err and "Traceback" not in err, err
+    assert (_files(out) if out.is_dir() else out.read_bytes()) == before
+    assert not [path for path in tmp_path.iterdir() if path.name.startswith(".")]  # no staging folder left
+
+
 def test_publish_refuses_a_study_of_no_run_and_an_infinite_tolerance(tmp_path, capsys):
     lm_domain(tmp_path / "runs", "jsb", {"darope": X})
     for done in (tmp_path / "runs").rglob("done.json"):
@@ -510,6 +627,47 @@ def test_reproduce_refuses_a_record_that_contradicts_study_json_before_training(
         f"{study / 'runs.json.gz'}: jsb/darope/seed0: its manifest contradicts what study.json holds fixed: "
         f"trainer.max_steps 5 (study.json: {steps})" in err
     )
+
+
+def test_reproduce_reports_the_yarn_evaluation_its_training_scores_and_a_zero_difference_names_no_example(
+    tmp_path, monkeypatch, capsys
+):
+    """Naming rope10k/0 re-scores its YaRN evaluation too: that copy is compared and reported as well (here it
+    differs, and the command fails on it); a copy that agrees bit for bit names no example ("at test example 0")."""
+    lm_domain(tmp_path / "published_runs", "jsb", {"rope10k": X, "rope10k+yarn": X + 0.1})
+    with_composed_configs(tmp_path / "published_runs")
+    study = tmp_path / "study"
+    export_study(tmp_path / "published_runs", ["jsb"], study)
+
+    def trained_as_published(jobs, workers, threads):  # each job's training: the published folders, one shifted
+        for job in jobs:
+            for encoding in ("rope10k", "rope10k+yarn"):
+                copy = tmp_path / "scratch" / "jsb" / encoding / f"seed{job.key.seed}"
+                shutil.copytree(tmp_path / "published_runs" / "jsb" / encoding / f"seed{job.key.seed}", copy)
+            _shift_local(copy, 2, 5e-3)
+        return []
+
+    monkeypatch.setattr(reproduce_module, "run_local", trained_as_published)
+    assert reproduce_main(["--study", str(study), "--runs", "rope10k/0", "--scratch", str(tmp_path / "scratch")]) == 1
+    out = capsys.readouterr().out
+    assert "jsb/rope10k+yarn/seed0: compared too: the training of jsb/rope10k/seed0 scores it again" in out
+    assert (
+        "jsb/rope10k/seed0: largest per-example difference 0 nats (every example of test bit for bit); within the "
+        "tolerance 0.001" in out
+    )
+    assert "jsb/rope10k+yarn/seed0: largest per-example difference 0.005 nats (test example 2); OUTSIDE" in out
+    assert "test example 0" not in out
+
+
+def _shift_local(run, example, by):
+    """Add `by` to one example's NLL in a run folder's test.per_example.csv."""
+    path = run / "metrics" / "test.per_example.csv"
+    rows = read_csv(path)
+    rows[example]["nll"] = repr(float(rows[example]["nll"]) + by)
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 @pytest.mark.slow
@@ -739,16 +897,56 @@ def _strings(value):
         yield value
 
 
+# the page's packed script elements that hold the study's data (the third, vega-bundle, is the charting library)
+PAGE_DATA = ("runs-data", "charts-data")
+
+
+def machine_paths(path: Path) -> list[str]:
+    """What in one file of a published study names a machine's folder: a JSON string of its evidence or of its
+    page's packed data (tests.browser.unpacked: the run manifests the page embeds) that is an absolute path, and any
+    text naming a machine's folders (MACHINE_PATH), the page's inflated data included."""
+    data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    text = data.decode("utf-8", errors="replace")
+    values = [json.loads(text)] if path.name == "runs.json.gz" else []
+    if path.suffix == ".html":
+        values += [unpacked(text, element) for element in PAGE_DATA]
+        text += "".join(inflated(text, element) for element in PAGE_DATA)
+    found = [f"{path}: {s}" for value in values for s in _strings(value) if s.startswith("/")][:3]
+    return found + [f"{path}: ...{text[m.start() - 20 : m.end() + 30]}..." for m in MACHINE_PATH.finditer(text)][:3]
+
+
 def test_no_published_file_names_a_machine_path():
-    """Every file of every published study: no JSON string of its evidence is an absolute path, and no text names a
-    machine's folders (a published study must not depend on where it was built)."""
+    """Every file of every published study, its page included: no JSON string of its evidence or of the data its
+    page embeds is an absolute path, and no text names a machine's folders (a published study must not depend on
+    where it was built). The pages published before issue 68 embed local runs' manifests (runs_root, derived_from):
+    this passes once they are published again (publish builds the page from the evidence)."""
     offenders = []
     for path in sorted(p for p in (REPO / "docs" / "results").rglob("*") if p.is_file()):
-        if path.suffix == ".png":
-            continue
-        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-        text = data.decode("utf-8", errors="replace")
-        if path.name == "runs.json.gz":
-            offenders += [f"{path}: {s}" for s in _strings(json.loads(text)) if s.startswith("/")][:3]
-        offenders += [f"{path}: ...{text[m.start() - 20 : m.end() + 30]}..." for m in MACHINE_PATH.finditer(text)][:3]
+        if path.suffix != ".png":
+            offenders += machine_paths(path)
     assert not offenders, "\n".join(offenders[:20])
+
+
+def test_a_study_published_from_local_runs_names_no_folder_of_the_machine_in_any_file(tmp_path):
+    """Runs trained here record their runs folder (runs_root) and a YaRN entry its rope run's folder (derived_from),
+    absolute paths of this machine. runs.json.gz wrote them relative to the runs folder, but the page was built from
+    the run folders and embedded the manifests as they were: the report is built from the published evidence, so no
+    file of the study names them."""
+    runs = tmp_path / "machine" / "runs"
+    lm_domain(runs, "jsb", {"rope10k": X, "rope10k+yarn": X - 0.05, "nope": X + 0.3})
+    for manifest_path in runs.glob("jsb/*/seed*/manifest.json"):
+        manifest = json.loads(manifest_path.read_text())
+        manifest["config"]["runs_root"] = str(runs)
+        if "+yarn" in manifest_path.parts[-3]:
+            rope = manifest_path.parents[2] / "rope10k" / manifest_path.parent.name
+            manifest["derived_from"] = str(rope)
+            (manifest_path.parent / "done.json").write_text(json.dumps({"derived_from": str(rope)}))
+        manifest_path.write_text(json.dumps(manifest))
+    study = tmp_path / "study"
+    assert publish_main(["--runs", str(runs), "--domains", "jsb", "--out", str(study)]) == 0
+    page = (study / "index.html").read_text()
+    embedded = {run["label"]: run["manifest"] for run in unpacked(page, "runs-data")}
+    assert embedded["jsb/rope10k/seed0"]["config"]["runs_root"] == "."
+    assert embedded["jsb/rope10k+yarn/seed0"]["derived_from"] == "jsb/rope10k/seed0"
+    offenders = [found for path in sorted(study.rglob("*")) if path.is_file() for found in machine_paths(path)]
+    assert not offenders, "\n".join(offenders)

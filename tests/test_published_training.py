@@ -13,6 +13,7 @@ import pytest
 from pipelines.compare import main as compare_main
 from pipelines.publish import main as publish_main
 from pipelines.runs.layout import TRAIN_METRICS, RunFolder, RunKey
+from pipelines.runs.metrics import RunFileError
 from pipelines.runs.published_export import export_study
 from pipelines.runs.published_format import StudyError
 from pipelines.runs.published_join import materialize
@@ -108,8 +109,20 @@ def test_a_published_runs_log_reads_back_as_written_and_its_page_draws_the_same_
             lambda rows: [rows[0], [*rows[1][:2], "nan", *rows[1][3:]], *rows[2:]],
             r"line 2: jsb/nope/seed2, step 0: train_loss 'nan'",
         ),
+        (
+            lambda rows: rows + [["jsb/nope/seed2", "999999", "1.0", "", "", ""]],
+            r"line 5: jsb/nope/seed2, step 999999 is past the run's 800 steps \(logged from 0 to 799\)",
+        ),
+        (
+            lambda rows: rows + [["jsb/nope/seed2", "00", "3.0", "", "", ""]],
+            r"line 5: jsb/nope/seed2, step '00', expected a whole number >= 0 in ASCII digits, without a leading zero",
+        ),
+        (
+            lambda rows: rows + [["jsb/nope/seed2", "\u00b2", "3.0", "", "", ""]],
+            r"line 5: jsb/nope/seed2, step '\u00b2', expected a whole number >= 0 in ASCII digits",
+        ),
     ],
-    ids=["twice", "negative", "another encoding", "nan"],
+    ids=["twice", "negative", "another encoding", "nan", "past the budget", "leading zero", "not ASCII"],
 )
 def test_a_damaged_training_row_is_refused_by_its_file_and_line(tmp_path, edit, message):
     study = tmp_path / "study"
@@ -150,3 +163,28 @@ def test_a_local_run_that_reproduces_a_published_one_brings_the_log_it_was_publi
     grown = read_study(study)
     assert sorted(grown.training) == ["jsb/darope/seed0", "jsb/nope/seed2"]
     assert grown.training["jsb/nope/seed2"][1] == ["1", "4.125", "4.0625", "0.002", "2.5"]
+
+
+@pytest.mark.parametrize(
+    ("step", "message"),
+    [
+        ("\u00b2", "step '\u00b2', expected a whole number >= 0 in ASCII digits, without a leading zero"),
+        ("00", "step '00', expected a whole number >= 0 in ASCII digits, without a leading zero"),
+        ("999999", "step 999999 is past the run's 800 steps (logged from 0 to 799)"),
+    ],
+    ids=["not ASCII", "leading zero", "past the budget"],
+)
+def test_a_run_folder_s_log_with_a_step_the_run_cannot_have_is_named_by_its_step(tmp_path, step, message):
+    """A run's own logs/metrics.csv, as the page reads it and as publish exports it: a step written `²` is refused
+    as a step (it passed str.isdigit, and the error then blamed the loss column), so are `00` (a second row of step
+    0) and a step past the run's budget (800 steps)."""
+    runs = _runs_with_logs(tmp_path / "runs")
+    log = runs / "jsb" / "nope" / "seed2" / TRAIN_METRICS
+    log.write_text(LOG + f",0.001,{step},1.5,3.5,812.5,\n")
+    with pytest.raises(RunFileError) as error:
+        read_training_curves(RunFolder(RunKey("jsb", None, "nope", 2), log.parents[1]))
+    assert f"{log}: data row 6: {message}" in str(error.value)
+    with pytest.raises(StudyError) as error:
+        export_study(runs, ["jsb"], tmp_path / "study")
+    assert f"{log}: line 7: {message}: not a log this posbench wrote for jsb/nope/seed2" in str(error.value)
+    assert not (tmp_path / "study").exists()

@@ -1,7 +1,7 @@
 """The repository carries its test data: everything under tests/data lies inside the checkout, every file
 tests/data/PROVENANCE.md lists is there with its size and sha256 (and every mirror file is listed), and no code,
-config or command of the repository reads from a folder beside the checkout (the development machines' shared
-data folder)."""
+config, command or document of the repository names a folder beside the checkout (the development machines' shared
+data and papers: a user's clone has neither)."""
 
 from __future__ import annotations
 
@@ -53,17 +53,6 @@ def python_files() -> list[Path]:
     return sorted(p for folder in CODE_FOLDERS for p in (REPO / folder).rglob("*.py") if p.resolve() != this)
 
 
-def docstrings(tree: ast.AST) -> set[int]:
-    """ids of the string constants that are docstrings (prose, checked only for data paths)."""
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                found.add(id(first.value))
-    return found
-
-
 def climbs(node: ast.AST) -> int | None:
     """How many folders `node` climbs from the file it is in, where it is Path(__file__) followed by `.parent`,
     `.parents[n]` and `.resolve()`; None for anything else."""
@@ -82,13 +71,12 @@ def climbs(node: ast.AST) -> int | None:
 
 
 def reads_beside_the_checkout(path: Path, text: str | None = None) -> list[str]:
-    """What in one Python file names a path outside the checkout: a string literal holding BESIDE, a SIBLING
-    path component (`... / SIBLING`, os.path.join or joinpath(..., SIBLING)), Path(__file__) climbing above the
-    repository (`.parents[n]`, `.parent.parent...`), or SIBLING/data anywhere (docstrings and comments too).
-    Docstrings may cite BESIDE documents (papers, the spec) as prose."""
+    """What in one Python file names a path outside the checkout: a string literal holding BESIDE (docstrings too:
+    a user's clone has no such folder, so a paper is cited by its title and arXiv number), a SIBLING path component
+    (`... / SIBLING`, os.path.join or joinpath(..., SIBLING)), Path(__file__) climbing above the repository
+    (`.parents[n]`, `.parent.parent...`), or SIBLING/data anywhere (comments too)."""
     text = path.read_text(encoding="utf-8") if text is None else text
     tree = ast.parse(text, filename=str(path))
-    prose = docstrings(tree)
     found = {f"line {n}: {line.strip()}" for n, line in enumerate(text.splitlines(), 1) if DATA_PATH.search(line)}
 
     def shared(node: ast.AST) -> bool:
@@ -96,9 +84,10 @@ def reads_beside_the_checkout(path: Path, text: str | None = None) -> list[str]:
 
     for node in ast.walk(tree):
         where = f"line {getattr(node, 'lineno', '?')}"
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
-            if BESIDE in node.value or BESIDE.replace("/", "\\") in node.value:
-                found.add(f"{where}: string {node.value!r}")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            at = max(node.value.find(BESIDE), node.value.find(BESIDE.replace("/", "\\")))
+            if at >= 0:
+                found.add(f"{where}: string ...{node.value[max(0, at - 40) : at + 40]!r}...")
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and (shared(node.left) or shared(node.right)):
             found.add(f"{where}: a '{SIBLING}' path component")
         elif isinstance(node, ast.Call) and "join" in ast.unparse(node.func) and any(map(shared, node.args)):
@@ -167,9 +156,10 @@ def test_the_check_catches_what_it_is_for():
         f'X = "{BESIDE}/papers/x.pdf"\n': 1,
         f"X = os.path.join(ROOT, '{SIBLING}')\n": 1,
         "X = Path(__file__).parent.parent.parent\n": 1,
-        f'"""Usage: --source {BESIDE}/data"""\n': 1,
+        f'"""Usage: --source {BESIDE}/data"""\n': 2,  # the docstring's line and its string
         f"X = 1  # as in {BESIDE}/data/PROVENANCE.md\n": 1,
-        f'"""Paper 002 in {BESIDE}/papers."""\nX = Path(__file__).resolve().parents[1] / "configs"\n': 0,
+        f'"""Paper 002 in {BESIDE}/papers."""\nX = Path(__file__).resolve().parents[1] / "configs"\n': 1,
+        '"""RoPE (Su et al., 2021, arXiv 2104.09864)."""\nX = Path(__file__).resolve().parents[1] / "configs"\n': 0,
         'X = Path(__file__).parent.parent / "tests" / "data"\n': 0,
         f'X = {{"{SIBLING}": True}}["{SIBLING}"]\n': 0,
     }
@@ -178,12 +168,13 @@ def test_the_check_catches_what_it_is_for():
 
 
 def test_no_command_or_config_reads_beside_the_checkout():
-    """The Makefile, CI's script and the configs (comment lines aside); the README's prose may name BESIDE
-    documents, not data paths or commands that point at a folder beside the checkout."""
+    """The Makefile, CI's script and the configs (comment lines aside); the README and the documents under docs/
+    (the published studies' READMEs too) name no folder beside the checkout, nor run a command pointed at one."""
     beside = re.compile(f"{re.escape(BESIDE)}|{DATA_PATH.pattern}")
     checks = [(REPO / "Makefile", beside), (REPO / ".ci" / "run", re.compile(r"\.\./"))]
     checks += [(path, beside) for path in sorted((REPO / "configs").rglob("*.yaml"))]
-    checks += [(REPO / "README.md", DATA_PATH), (REPO / "README.md", README_COMMAND)]
+    checks += [(path, beside) for path in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]]
+    checks += [(REPO / "README.md", README_COMMAND)]
     found = []
     for path, pattern in checks:
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):

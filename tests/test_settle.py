@@ -15,7 +15,15 @@ from pipelines.analysis.design import Design
 from pipelines.compare import main as compare_main
 from pipelines.publish import main as publish_main
 from pipelines.runs.published_export import export_study
-from tests.run_fixtures import compare, lm_domain, read_csv, section, synthetic_tree, with_composed_configs
+from tests.run_fixtures import (
+    compare,
+    edit_study_file,
+    lm_domain,
+    read_csv,
+    section,
+    synthetic_tree,
+    with_composed_configs,
+)
 
 X = np.array([0.2, 1.4, 0.6, 2.5, 1.0, 0.8])  # six test examples of very different difficulty
 
@@ -590,3 +598,76 @@ def test_a_design_published_before_its_first_look_completes_is_continued_by_sett
     planned = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("  jsb/")]
     assert sorted(planned) == ["jsb/hope/seed12", "jsb/nope/seed11", "jsb/nope/seed12", "jsb/rope10k/seed12"]
     assert not local.exists()
+
+
+@pytest.mark.parametrize("command", ["settle", "sweep"])
+def test_a_negative_seed_is_refused_before_anything_is_written(tmp_path, capsys, command):
+    """A seed seeds the data stream: `settle --seeds -2 -1 --record` wrote a design over negative seeds (which then
+    blocked the right command until deleted) and `sweep --seeds -1` ended in a traceback. Both are refused by
+    argparse, naming the argument, and nothing is written."""
+    from pipelines import sweep as sweep_module
+
+    root = tmp_path / "runs"
+    main, rest = {
+        "settle": (settle_module.main, ["--encodings", "hope", "nope", "--record"]),
+        "sweep": (sweep_module.main, ["--encodings", "nope"]),
+    }[command]
+    with pytest.raises(SystemExit) as exit_:
+        main(["--domain", "jsb", "--runs", str(root), *rest, "--seeds", "-2", "-1"])
+    assert exit_.value.code == 2 and not root.exists()
+    assert "argument --seeds: must be a whole number >= 0, got '-2'" in capsys.readouterr().err
+
+
+def _edit_alpha(design_alpha, per_look=None, looks=None):
+    """An edit of a settle record (edit_study_file): its design's alpha, and where given its alpha_per_look and
+    every recorded look's alpha."""
+
+    def edit(record):
+        record["design"]["alpha"] = design_alpha
+        if per_look is not None:
+            record["design"]["alpha_per_look"] = per_look
+        for look in record["looks"] if looks is not None else ():
+            look["alpha"] = looks
+        return record
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (_edit_alpha(0.2), "{record}: its design's alpha_per_look 0.0125 is not its alpha 0.2 over 4 looks"),
+        (
+            _edit_alpha(0.2, 0.05),
+            "{record}: its design tests each look at alpha 0.05 (alpha 0.2 over 4 looks), but look 1 was recorded at "
+            "0.0125: a design is fixed at its first look; was the record edited?",
+        ),
+        (
+            _edit_alpha(0.2, 0.05, 0.05),
+            "{record}: another design than the study's report states: alpha 0.2 (summary.json: 0.05)",
+        ),
+    ],
+    ids=["alpha alone", "alpha and its level", "the looks too"],
+)
+def test_a_published_design_edited_and_rehashed_is_refused(tmp_path, capsys, edit, message):
+    """A study's design edited after its looks (alpha 0.05 to 0.2, the study's checksums recomputed) was continued by
+    `make settle WITH=`, deciding pairs a look early: the design must agree with itself (alpha_per_look), with the
+    level each recorded look tested at, and with the design summary.json reports."""
+    fabricated_study(tmp_path / "runs")
+    with_composed_configs(tmp_path / "runs")
+    assert (
+        settle_module.main(
+            [*LEGACY, "--domain", "jsb", "--runs", str(tmp_path / "runs"), "--ref", "darope", "--record"]
+        )
+        == 0
+    )
+    study = tmp_path / "study"
+    assert publish_main(["--runs", str(tmp_path / "runs"), "--domains", "jsb", "--out", str(study)]) == 0
+    args = [*LEGACY, "--domain", "jsb", "--runs", str(tmp_path / "local"), "--with", str(study), "--plan"]
+    assert settle_module.main(args) == 0
+    capsys.readouterr()
+    edit_study_file(study, "settle/jsb.json", edit)
+    with pytest.raises(SystemExit) as exit_:
+        settle_module.main(args)
+    assert exit_.value.code == 1
+    assert message.format(record=study / "settle" / "jsb.json") in capsys.readouterr().err

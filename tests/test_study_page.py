@@ -643,6 +643,37 @@ def test_the_study_readme_opens_with_the_answer_and_keeps_what_was_written_by_ha
     assert json.loads((out / "summary.json").read_text())["domains"]["jsb"]["answer"] in again
 
 
+@pytest.mark.parametrize(
+    ("markers", "what"),
+    [
+        (
+            ("begin", "end", "begin", "end"),
+            "duplicated (begin at line 3, end at line 7, begin at line 11, end at line 15)",
+        ),
+        (("end", "begin"), "out of order (end at line 3, begin at line 7)"),
+        (("begin",), "unpaired (begin at line 3)"),
+    ],
+    ids=["duplicated", "out of order", "unpaired"],
+)
+def test_a_readme_whose_answer_markers_are_not_one_pair_is_refused_and_kept(tmp_path, capsys, markers, what):
+    """A README with its answer markers duplicated or out of order kept the stale block and the orphan markers beside
+    the new block: the report is refused, naming the README and each marker's line, and nothing is written."""
+    from pipelines.compare import main as compare_main
+    from pipelines.report.answer import ANSWER_BEGIN, ANSWER_END
+
+    lm_domain(tmp_path / "runs", "jsb", {"darope": X, "nope": X + 0.3})
+    out = tmp_path / "results"
+    out.mkdir()
+    lines = {"begin": ANSWER_BEGIN, "end": ANSWER_END}
+    readme = "# A study\n\n" + "".join(f"{lines[kind]}\n\nold text\n\n" for kind in markers)
+    (out / "README.md").write_text(readme)
+    with pytest.raises(SystemExit) as exit_:
+        compare_main(["--runs", str(tmp_path / "runs"), "--out", str(out)])
+    assert exit_.value.code == 1
+    assert f"error: {out / 'README.md'}: its answer markers are {what}; leave one" in capsys.readouterr().err
+    assert (out / "README.md").read_text() == readme and sorted(p.name for p in out.iterdir()) == ["README.md"]
+
+
 @pytest.mark.parametrize("folder", PUBLISHED, ids=[folder.name for folder in PUBLISHED])
 def test_each_published_readme_opens_with_its_studys_answer(folder):
     from pipelines.report.answer import ANSWER_BEGIN, ANSWER_END

@@ -312,3 +312,35 @@ def test_each_finished_run_says_about_how_long_the_sweep_has_left(tmp_path, caps
     assert re.fullmatch(r"\[  4/7\] \d\d:\d\d:\d\d jsb/rope10k/seed5: skipped", lines[4])
     view.update()
     assert capsys.readouterr().out == ""  # no change, no line
+
+
+def test_without_a_terminal_each_running_run_gets_a_progress_line_every_few_seconds(tmp_path, capsys):
+    """`make train > log` printed "running" and then nothing for the 10 minutes a run trained and the minutes it
+    scored: every POSBENCH_PROGRESS_EVERY seconds (default 60) each running run gets a line with its
+    step, tokens/s and training time left, or how long it has been scoring once its steps are done (every 1 us here:
+    at each update)."""
+    from pipelines.launch.jobs import Job
+    from pipelines.launch.progress import ProgressView
+
+    def job(seed, logged_steps):
+        key = RunKey("maestro", None, "rope10k", seed)
+        running = Job([], key, tmp_path / f"seed{seed}", 600, 4096, status="running", began=time.time() - 60)
+        running.first_seen = (time.time() - 60, 0)
+        if logged_steps:
+            (running.folder / TRAIN_METRICS).parent.mkdir(parents=True)
+            rows = "".join(f",0.002,{step},2.5,\n" for step in range(logged_steps))
+            (running.folder / TRAIN_METRICS).write_text("epoch,lr,step,train/loss,val/loss\n" + rows)
+        return running
+
+    view = ProgressView([job(10, 0), job(11, 120), job(12, 600)], live=False, workers=2, every=1e-6)
+    capsys.readouterr()
+    view.update()
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines() if line.startswith("        ")]
+    clock = r"\d\d:\d\d:\d\d maestro/rope10k/seed"
+    assert re.fullmatch(rf"{clock}10: starting \(the data, the model, the first step\) for \d\d s", lines[0])
+    # 120 steps of 4,096 tokens in 60 s: 8,192 tokens/s, 480 steps left: 4 min
+    assert re.fullmatch(rf"{clock}11: step 120/600 \(20%\), 8,19\d tokens/s, about 4 min of training left", lines[1])
+    assert re.fullmatch(rf"{clock}12: trained \(600/600 steps\), scoring its test splits for 0 s", lines[2])
+    view.ticker.every = 3600  # the next line an hour on
+    view.update()
+    assert capsys.readouterr().out == ""

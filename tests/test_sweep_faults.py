@@ -123,3 +123,39 @@ def test_a_sweep_whose_runs_use_process_loader_workers_exits_once_they_are_done(
         done = (tmp_path / "synthetic/reverse_string/nope/seed0" / DONE).exists()
         pytest.fail(f"the sweep never exited (done.json written: {done}):\n{output[-2000:]}")
     assert process.returncode == 0, output[-2000:]
+
+
+def test_a_runs_folder_that_is_a_file_is_one_line_not_a_traceback(tmp_path, capsys):
+    """`--runs` naming a file ended the sweep in a NotADirectoryError traceback: one line names the path and what to
+    do; nothing is trained or written."""
+    runs = tmp_path / "runs"
+    runs.write_text("not a folder\n")
+    argv = ["--domain", "synthetic", "--encodings", "nope", "--seeds", "0", "--tasks", "reverse_string"]
+    assert sweep.main([*argv, "--runs", str(runs), "debug=fast"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"error: {runs}/synthetic/reverse_string/nope/seed0: Not a directory (a file is where a folder must be: move "
+        "it, or choose another folder); the finished runs are kept, a rerun completes the rest" in err
+    )
+    assert "Traceback" not in err and runs.read_text() == "not a folder\n"
+
+
+def test_a_failed_run_is_named_by_its_error_not_by_hydras_hint(tmp_path, monkeypatch):
+    """A training process that raised (a full disk: no failed.json could be written) ends its log with Hydra's
+    `Set the environment variable HYDRA_FULL_ERROR=1 ...`; the sweep named that line as the run's error instead of
+    `No space left on device`. A process that exits 1 with such a log is listed with its OSError."""
+    (job,) = plan("synthetic", ["nope"], [0], "tiny", tmp_path, ["reverse_string"], ["debug=fast"])
+    log = (
+        "Error executing job with overrides: ['pe=nope']\n"
+        "OSError: [Errno 28] No space left on device\n\n"
+        "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n"
+    )
+    job.overrides = ["-c", f"import sys; sys.stdout.write({log!r}); sys.exit(1)"]
+    original = subprocess.Popen
+
+    def popen(command, **kwargs):  # `python -c` with the log's text, in place of `python -m pipelines.train`
+        return original([sys.executable, *command[3:]], **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    (failed,) = run_local([job], workers=1, live=False)
+    assert failed.error == "exit 1: OSError: [Errno 28] No space left on device"

@@ -6,6 +6,7 @@ import csv
 import json
 import math
 import os
+import re
 
 import pytest
 import torch
@@ -188,3 +189,24 @@ def test_train_command_line(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"run: {tmp_path}/synthetic/parity/nope/seed0" in result.stdout
     assert (tmp_path / "synthetic" / "parity" / "nope" / "seed0" / "done.json").exists()
+
+
+def test_a_run_without_a_bar_prints_its_progress_as_lines_while_it_trains_and_scores(tmp_path, monkeypatch, capsys):
+    """A sweep's training process (POSBENCH_PROGRESS=0: no bar) wrote nothing to its log for the minutes it trained
+    and scored: every POSBENCH_PROGRESS_EVERY seconds (1 us here: each step and batch) it prints its step, loss,
+    tokens/s and training time left, then each split's scoring, batch by batch."""
+    monkeypatch.setenv("POSBENCH_PROGRESS", "0")
+    monkeypatch.setenv("POSBENCH_PROGRESS_EVERY", "0.000001")
+    run(config(tmp_path, "trainer.max_steps=6", "trainer.eval_batch_size=2", "pe=nope"))
+    out = capsys.readouterr().out
+    label = "synthetic/reverse_string/nope/seed0"
+    assert f"] {label}: training from step 0 of 6\n" in out
+    steps = re.findall(
+        rf"\] {label}: step (\d)/6 \(\d+%\), loss [\d.]+, [\d,]+ tokens/s, about \d+ s of training left", out
+    )
+    assert steps == ["1", "2", "3", "4", "5"]  # every step but the last (nothing left to say of training then)
+    assert f"] {label}: scoring test (8 examples in 4 batches)\n" in out
+    assert re.findall(rf"\] {label}: scoring test: batch (\d)/4 \(\d+%\), about \d+ s left", out) == ["1", "2", "3"]
+    monkeypatch.setenv("POSBENCH_PROGRESS_EVERY", "0")  # turned off (the demo's warm workers)
+    run(config(tmp_path, "trainer.max_steps=6", "pe=nope", "seed=1"))
+    assert "training from step" not in capsys.readouterr().out

@@ -35,6 +35,17 @@ ZIP_ROOT = "maestro-v3.0.0/"  # every member of the official zip is under this f
 CSV_NAME = "maestro-v3.0.0.csv"
 CSV_SPLITS = {"train": "train", "validation": "val", "test": "test"}
 MIDI_SUMS = "midi/SHA256SUMS"  # raw_sha256 key of an unpacked folder's MIDI files: sha256 of "sha256  name" lines
+# raw_sha256 of the whole unpacked set (the CSV and its 1,276 performances), as maestro-confirm's runs record it; a
+# zip is always whole (check_zip)
+WHOLE_SET = {
+    CSV_NAME: "cb88a64a12971a995dd41852aa3a33879501cf70d01b9a6feb637f4ad8d8ddff",
+    MIDI_SUMS: "e87ff6f6dbf4cdeaeabb7fbad053634a6b1310c9e71bee4e0d57cf2dc1758484",
+}
+
+
+def is_whole_set(raw_sha256: dict[str, str]) -> bool:
+    """Whether raw digests (meta.json's raw_sha256, or a run's raw data hashes without `raw/`) are the whole set's."""
+    return ZIP_NAME in raw_sha256 or all(raw_sha256.get(name) == digest for name, digest in WHOLE_SET.items())
 
 
 @dataclass(frozen=True)

@@ -41,12 +41,14 @@ from domains.atomic import atomic_path, write_npy
 from domains.base import Window, check_minimum
 from domains.fetch import raw_dir
 from domains.maestro.archive import (
+    CSV_NAME,
     DOMAIN,
     URL,
     ZIP_NAME,
     MaestroArchive,
     archive_hashes,
     fetch_archive,
+    is_whole_set,
     read_midi_files,
 )
 from domains.maestro.chunks import OVERLAP_BARS, chunk_bounds
@@ -127,6 +129,23 @@ class MaestroDataModule(TokenStoreDataModule):
 
     def prepared_amount(self, meta: dict[str, Any]) -> int:
         return meta["performances"]["present"]
+
+    def other_raw_data(self, meta: dict[str, Any], wanted: dict[str, str]) -> str | None:
+        """The stored domains' rule (StoredDataModule.other_raw_data); a store of part of the set (a mirror holding
+        some performances, as the 11 samples) says how many of how many, and how to prepare the whole set."""
+        why = super().other_raw_data(meta, wanted)
+        counts = meta.get("performances") or {}
+        present, listed = counts.get("present"), counts.get("listed")
+        if why is None or not isinstance(present, int) or not isinstance(listed, int) or present >= listed:
+            return why
+        theirs = f"all {listed:,}" if is_whole_set(wanted) else "another set of files"
+        return (
+            f"the local MAESTRO store ({self.store}) holds {present:,} of the {listed:,} performances its CSV lists "
+            f"(prepared from a mirror holding only those), the study's runs were prepared from {theirs}: prepare "
+            f"the whole set first, `POSBENCH_MIRROR=<the unpacked MAESTRO v3.0.0 set> make data-maestro` (the "
+            f"folder holding {CSV_NAME} and every performance at its CSV path, or holding it as maestro/), or "
+            "`make data-maestro` without POSBENCH_MIRROR to download the zip"
+        )
 
     # ---- preparation ----------------------------------------------------------------------------------------
     def raw_files(self) -> list[RawFile]:

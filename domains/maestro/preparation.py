@@ -123,6 +123,12 @@ def summary_lines(meta: dict[str, Any], record: dict[str, Any], built_now: bool)
             f"missing: {performances['missing']} performances the CSV lists are not in the unpacked folder "
             "(performances.csv names them)"
         )
+        lines.append(
+            f"note: a partial store, {performances['present']:,} of the {performances['listed']:,} performances: "
+            "runs trained on it cannot join a study prepared from the whole set (every published MAESTRO study; "
+            "`make train WITH=` refuses them); for the whole set, `POSBENCH_MIRROR=<the unpacked MAESTRO v3.0.0 "
+            "set> make data-maestro`, or `make data-maestro` without POSBENCH_MIRROR to download it"
+        )
     if not record:
         return lines + ["(no preparation.json: the store was built before its build was recorded)"]
     if not built_now:

@@ -1,4 +1,5 @@
-"""ALiBi: attention with linear biases (Press et al., 2022; paper 002 in ../shared/papers).
+"""ALiBi: attention with linear biases (Press et al., 2022, "Train Short, Test Long: Attention with Linear Biases
+Enables Input Length Extrapolation", ICLR; arXiv 2108.12409).
 
     score(i, j) = q_i . k_j / sqrt(d) - s_h * (i - j)    for j <= i
 

@@ -1,4 +1,5 @@
-"""RoPE: rotary position embedding (Su et al., 2021; paper 002 in ../shared/papers).
+"""RoPE: rotary position embedding (Su et al., 2021, "RoFormer: Enhanced Transformer with Rotary Position
+Embedding", arXiv 2104.09864).
 
 Band j = 0..d/2-1 has frequency theta_j = base^(-2j/d). At position m the pair (x_{2j}, x_{2j+1}) of a query
 or key is rotated by the angle m * theta_j:

@@ -39,6 +39,7 @@ from pipelines.runs.metrics import (
     split_entries,
     summary_path,
 )
+from pipelines.runs.tolerance import machine_problem
 from pipelines.runs.train_log import read_training_curves
 
 TEST_SPLIT = "test"
@@ -130,6 +131,8 @@ def load_run(run: RunFolder) -> LoadedRun:
         return LoadedRun(run.key, run.path, UNFINISHED)
     manifest = read_run_json(run, run.path / MANIFEST)
     check_key(run, manifest)
+    if problem := machine_problem(manifest, bound=False):  # a malformed record (copies are held to it where joined)
+        raise run_file_error(run, run.path / MANIFEST, problem)
     splits = checked_splits(run)
     evaluated = [split for split, entry in splits.items() if is_evaluated(entry)]
     trained = not run.derived

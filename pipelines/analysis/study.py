@@ -154,7 +154,26 @@ def ranking_groups(results: list[DomainResult]) -> dict[str, list[DomainResult]]
                 f"{own[0].ref} and {own[0].metric.name}"
             )
         own.append(result)
+    for group in groups.values():
+        check_bridged_once(group)
     return groups
+
+
+def check_bridged_once(group: list[DomainResult]) -> None:
+    """EvidenceError when two studies bridged into one domain both hold an encoding the domain does not: ranked by
+    the first that holds it (ranked_scores), its rank would depend on the order the bridges are named in."""
+    bridging: dict[str, str] = {}
+    for result in group[1:]:
+        for name in result.entries:
+            if name in group[0].entries:
+                continue
+            first = bridging.setdefault(name, result.domain)
+            if first != result.domain:
+                raise EvidenceError(
+                    f"{result.domain}: bridges `{name}` into {group[0].domain}'s ranking, as {first} does (each by "
+                    f"its Δ to its own `{result.ref}`): its rank would depend on which is named first; bridge one "
+                    "of them, or publish their runs as one study"
+                )
 
 
 def ranked_entries(group: list[DomainResult]) -> list[str]:

@@ -25,6 +25,7 @@ from domains.base import EmptySplitError, EvalWindows, SequenceDataModule
 from models.encodings.yarn import with_yarn
 from models.gpt import GPT
 from models.training import evaluate
+from pipelines.experiment.progress_lines import counted, progress_every, say
 from pipelines.runs.layout import DONE, MANIFEST, YARN_SUFFIX
 from pipelines.runs.manifest import eval_tokens_per_s
 from pipelines.runs.metrics import read_json_file, write_split_metrics, write_summary
@@ -36,9 +37,12 @@ def evaluate_splits(
     run: Path,
     device: str | torch.device,
     adapt: Callable[[GPT, int], GPT] | None = None,
+    label: str | None = None,
 ) -> dict:
     """Score every evaluation split of the domain; write the metrics files; return summary.json's content.
-    `adapt(model, split_length)` gives the model to score a split with (YaRN); by default the model itself."""
+    `adapt(model, split_length)` gives the model to score a split with (YaRN); by default the model itself. With a
+    run's `label`, a line every few seconds says how far each split's scoring is (pipelines.experiment.progress_lines:
+    where no bar is drawn, the minutes of scoring after a run's training were silent)."""
     splits: dict[str, Any] = {}
     for split in datamodule.eval_split_names:
         try:
@@ -54,7 +58,11 @@ def evaluate_splits(
             continue
         scorer = adapt(model, windows.window_length) if adapt else model
         began, cpu_began = time.perf_counter(), time.process_time()
-        result = evaluate(scorer, datamodule.eval_dataloader(split), windows.n_examples, windows.max_length, device)
+        loader = datamodule.eval_dataloader(split)
+        if label is not None:
+            say(f"{label}: scoring {split} ({windows.n_examples} examples in {len(loader)} batches)")
+            loader = counted(loader, len(loader), f"{label}: scoring {split}", progress_every())
+        result = evaluate(scorer, loader, windows.n_examples, windows.max_length, device)
         seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - cpu_began
         write_split_metrics(run, split, result)
         splits[split] = {
@@ -66,10 +74,12 @@ def evaluate_splits(
     return write_summary(run, splits)
 
 
-def evaluate_yarn(run: Path, model: GPT, datamodule: SequenceDataModule, device: str | torch.device) -> Path | None:
+def evaluate_yarn(
+    run: Path, model: GPT, datamodule: SequenceDataModule, device: str | torch.device, label: str | None = None
+) -> Path | None:
     """The YaRN sibling of a finished rope run (see the module docstring); None when there is nothing longer than
     the training context to extrapolate to, or when the run trained on randomized positions (it has seen positions
-    past L: YaRN's rescaling assumes it has not)."""
+    past L: YaRN's rescaling assumes it has not). With the run's `label`, its scoring prints progress lines."""
     if model.cfg.pe != "rope" or model.encoding.random_positions is not None:
         return None
     lengths = [w.window_length for s in datamodule.eval_split_names if (w := _windows_or_none(datamodule, s))]
@@ -78,7 +88,8 @@ def evaluate_yarn(run: Path, model: GPT, datamodule: SequenceDataModule, device:
     manifest = read_json_file(run / MANIFEST)
     encoding = manifest["run"]["pe_id"] + YARN_SUFFIX
     folder = run.parent.parent / encoding / run.name
-    summary = evaluate_splits(model, datamodule, folder, device, adapt=with_yarn)
+    yarn_label = None if label is None else f"{label} with YaRN ({encoding})"
+    summary = evaluate_splits(model, datamodule, folder, device, adapt=with_yarn, label=yarn_label)
     manifest["run"] = {**manifest["run"], "pe": "yarn", "pe_id": encoding}
     manifest.update(
         derived_from=str(run),

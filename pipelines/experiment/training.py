@@ -41,6 +41,7 @@ from models.training import DecoderLM, OptimConfig
 from pipelines.experiment.config import build_datamodule, model_config
 from pipelines.experiment.evaluation import evaluate_splits, evaluate_yarn
 from pipelines.experiment.loggers import TrainMetrics, build_loggers, check_logger
+from pipelines.experiment.progress_lines import TrainingLines, lines_wanted, progress_every
 from pipelines.host_memory import keep_freed_memory
 from pipelines.runs.layout import CHECKPOINTS, DONE, FAILED, RunKey, run_folder
 from pipelines.runs.lock import RunLock
@@ -260,16 +261,21 @@ def _train_and_evaluate(
     resume = folder / CHECKPOINTS / "last.ckpt"
     metrics = TrainMetrics(settings.ckpt_every)
     resumed_at = restored_step(resume)
+    label = RunKey.of_config(cfg).label
     loggers = build_loggers(
         folder,
         resumed_at,
-        RunKey.of_config(cfg).label,
+        label,
         **OmegaConf.to_container(cfg.logger, resolve=True),
     )
     progress = os.environ.get("POSBENCH_PROGRESS", "1") == "1"
     on_gpu = settings.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
     # the bar reads the logged loss when it refreshes: on a GPU each read waits for the device, so not every step
     bar = [TQDMProgressBar(refresh_rate=TrainMetrics.FLUSH_EVERY if on_gpu else 1)] if progress else []
+    # where no bar is drawn: a line every few seconds (pipelines.experiment.progress_lines)
+    lines = lines_wanted(progress)
+    tokens_per_step = settings.batch_size * settings.accumulate * model_cfg["context"]
+    bar += [TrainingLines(label, tokens_per_step, progress_every())] if lines else []
     trainer = L.Trainer(
         default_root_dir=folder,
         max_steps=settings.max_steps,
@@ -315,7 +321,7 @@ def _train_and_evaluate(
     model = module.model.to(device)
     save_run_model(folder, model, model_cfg)
     with trainer.precision_plugin.forward_context():
-        evaluation = evaluate_splits(model, datamodule, folder, device)
+        evaluation = evaluate_splits(model, datamodule, folder, device, label=label if lines else None)
     write_run_manifest(
         folder,
         cfg,
@@ -331,7 +337,8 @@ def _train_and_evaluate(
         device=str(device),
     )
     with trainer.precision_plugin.forward_context():
-        evaluate_yarn(folder, model, datamodule, device)  # before DONE: a rerun redoes it if killed here
+        # before DONE: a rerun redoes it if killed here
+        evaluate_yarn(folder, model, datamodule, device, label=label if lines else None)
     write_json(folder / DONE, {"finished": datetime.now(timezone.utc).isoformat()})
     if not settings.keep_checkpoint:
         shutil.rmtree(folder / CHECKPOINTS, ignore_errors=True)

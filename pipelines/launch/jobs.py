@@ -14,10 +14,13 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from pipelines.experiment.config import compose_config, datamodule_class, override_value
+from domains.store import read_meta
+from domains.stored import StoredDataModule
+from pipelines.experiment.config import build_datamodule, compose_config, datamodule_class, override_value
 from pipelines.runs.layout import MANIFEST, TRAIN_METRICS, RunKey, has_tasks
 from pipelines.runs.published_format import PublishedStudy, StudyError
 from pipelines.runs.settings import differences, fixed_properties
+from pipelines.runs.train_log import logged_step
 
 ELSEWHERE = "running elsewhere"  # a job's status when another process holds its run folder (another sweep)
 
@@ -59,8 +62,8 @@ class Job:
         # the tail's first line is the header or a cut one, its last is empty or a row still being written
         for line in reversed(tail[1:-1]):
             fields = line.strip().split(",")
-            if len(fields) > column and fields[column].isdigit():
-                return int(fields[column]) + 1  # rows are logged at the step's index (from 0)
+            if len(fields) > column and (step := logged_step(fields[column])) is not None:
+                return step + 1  # rows are logged at the step's index (from 0)
         return 0
 
     def tokens_per_s(self) -> float | None:
@@ -162,6 +165,29 @@ def check_joinable(jobs: list[Job], studies: list[PublishedStudy]) -> None:
                 raise StudyError(
                     f"refusing to train for {published.folder}: the runs would not join it:\n" + "\n".join(lines)
                 )
+
+
+def check_prepared_data(jobs: list[Job], studies: list[PublishedStudy]) -> None:
+    """StudyError, before anything trains, when the prepared store a planned run would train on holds other raw
+    data than a study it is meant to join records (its runs' `raw/` data hashes): a partial MAESTRO store built from
+    the 11 samples, say, for a study prepared from all 1,276 performances, whose runs the join would refuse after
+    the training (DataModule.other_raw_data says how many of how many, and what to run). A store not prepared yet
+    is not read here: the runs prepare it, and the join checks it."""
+    first_of_group = {job.key.group_label: job for job in reversed(jobs)}
+    for group, job in sorted(first_of_group.items()):
+        holding = [(study, study.study["holds_fixed"].get(group)) for study in studies]
+        holding = [(study, theirs) for study, theirs in holding if isinstance(theirs, dict)]
+        if not holding or not issubclass(datamodule_class(job.key.domain), StoredDataModule):
+            continue
+        datamodule = build_datamodule(compose_config(job.overrides))
+        meta = read_meta(datamodule.store)
+        if meta is None:
+            continue
+        for published, theirs in holding:
+            prefix = "data_hashes.raw/"
+            wanted = {key.removeprefix(prefix): value for key, value in theirs.items() if key.startswith(prefix)}
+            if wanted and (why := datamodule.other_raw_data(meta, wanted)) is not None:
+                raise StudyError(f"refusing to train {job.label} for {published.folder}: {why}")
 
 
 def unpublished(jobs: list[Job], studies: list[PublishedStudy]) -> tuple[list[Job], list[Job]]:

@@ -30,6 +30,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from pipelines.experiment.config import compose_config
+from pipelines.experiment.progress_lines import PROGRESS_EVERY_ENV
 from pipelines.launch.jobs import ELSEWHERE, Job
 from pipelines.launch.progress import ProgressView
 from pipelines.runs.layout import DONE, FAILED
@@ -87,9 +88,16 @@ def log_started(path: Path) -> datetime | None:
     return datetime.strptime(match[1], LOG_STAMP).replace(tzinfo=timezone.utc) if match else None
 
 
+# Hydra's last line under a run that raised: not the error (the line before it names that)
+HYDRA_HINT = "Set the environment variable HYDRA_FULL_ERROR=1"
+
+
 def _last_line(path: Path) -> str:
-    lines = path.read_text(errors="replace").strip().splitlines()
-    return lines[-1] if lines else "no output"
+    """The last line of a training process's log that says something: its error (`OSError: [Errno 28] No space left
+    on device`), not Hydra's hint after it."""
+    lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith(HYDRA_HINT)]
+    return lines[-1].strip() if lines else "no output"
 
 
 def _run_isolated(jobs: list[Job], workers: int, threads: int, gpus: list[str], view: ProgressView) -> None:
@@ -141,6 +149,7 @@ def _train_in_process(overrides: list[str], threads: int) -> float:
 
     torch.set_num_threads(threads)
     os.environ["POSBENCH_PROGRESS"] = "0"  # no progress bars from the workers: the sweep prints one line per run
+    os.environ[PROGRESS_EVERY_ENV] = "0"  # nor progress lines: a worker's output is the sweep's own
     os.environ[STREAM_CACHE_ENV] = "1"  # the next run of the same (task, seed) reads the batches this one drew
     from pipelines.experiment.training import train_and_evaluate
 

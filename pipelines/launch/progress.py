@@ -1,10 +1,15 @@
-"""The live view of a sweep: a table on a terminal, one line per change of a run's state otherwise (CI logs)."""
+"""The live view of a sweep: a table on a terminal; otherwise (CI logs, `make train > log`) one line per change of a
+run's state and, every few seconds ($POSBENCH_PROGRESS_EVERY, default 60: pipelines.experiment.progress_lines), a line
+per running run: its step, tokens/s and training time left, or how long it has been scoring once its steps are done.
+Without those lines a log said "running" and then nothing for the 10 minutes a cpu-preset MAESTRO run trains and the
+minutes it scores."""
 
 from __future__ import annotations
 
 import statistics
 import time
 
+from pipelines.experiment.progress_lines import Ticker, duration, progress_every
 from pipelines.launch.jobs import ELSEWHERE, Job
 
 
@@ -26,8 +31,10 @@ class ProgressView:
     """A live table on a terminal; one line per change of state otherwise (CI logs, files), with the time of day
     and, as each run finishes, about how long the sweep has left (time_left)."""
 
-    def __init__(self, jobs: list[Job], live: bool, workers: int = 1) -> None:
+    def __init__(self, jobs: list[Job], live: bool, workers: int = 1, every: float | None = None) -> None:
         self.jobs, self.live, self.workers, self._shown = jobs, live, workers, {}
+        self.ticker = Ticker(progress_every() if every is None else every)
+        self._scoring: dict[str, float] = {}  # run -> when its steps were first seen done
         self._rich = None
         if live:
             from rich.live import Live
@@ -64,6 +71,28 @@ class ProgressView:
                 extra += time_left(self.jobs, self.workers) if job.status == "done" else ""
                 clock = time.strftime("%H:%M:%S")
                 print(f"[{done:3d}/{len(self.jobs)}] {clock} {job.label}: {job.status}{extra}", flush=True)
+        if self.ticker.due():
+            clock = time.strftime("%H:%M:%S")
+            for job in self.jobs:
+                if job.status == "running":
+                    print(f"        {clock} {job.label}: {self.where(job)}", flush=True)
+
+    def where(self, job: Job) -> str:
+        """How far a running run is: starting, its step with tokens/s and the training time left, or scoring."""
+        step, now = job.step, time.time()
+        if step >= job.max_steps:
+            since = self._scoring.setdefault(job.label, now)
+            return (
+                f"trained ({job.max_steps}/{job.max_steps} steps), scoring its test splits for {duration(now - since)}"
+            )
+        if step == 0:
+            return f"starting (the data, the model, the first step) for {duration(now - (job.began or now))}"
+        text = f"step {step}/{job.max_steps} ({100 * step / job.max_steps:.0f}%)"
+        rate = job.tokens_per_s()
+        if rate:
+            left = (job.max_steps - step) * job.tokens_per_step / rate
+            text += f", {rate:,.0f} tokens/s, about {duration(left)} of training left"
+        return text
 
     def close(self) -> None:
         if self._rich is not None:

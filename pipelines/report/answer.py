@@ -87,6 +87,26 @@ ANSWER_BEGIN = "<!-- the answer: written from summary.json by make publish / mak
 ANSWER_END = "<!-- end of the answer -->"
 
 
+def answer_markers_problem(readme: str) -> str | None:
+    """Why the answer block of `readme` cannot be rewritten in place, or None: its markers must be one ANSWER_BEGIN
+    followed by one ANSWER_END, or neither. A duplicated or out-of-order marker would leave a stale block or an
+    orphan marker beside the new one, and which text is the hand-written one is not for a report to guess."""
+    marks = [
+        (number, kind)
+        for number, line in enumerate(readme.splitlines(), start=1)
+        for kind, marker in (("begin", ANSWER_BEGIN), ("end", ANSWER_END))
+        if marker in line
+    ]
+    if not marks or [kind for _, kind in marks] == ["begin", "end"]:
+        return None
+    listed = ", ".join(f"{kind} at line {number}" for number, kind in marks)
+    what = "duplicated" if len(marks) > 2 else "out of order" if len(marks) == 2 else "unpaired"
+    return (
+        f"its answer markers are {what} ({listed}); leave one `{ANSWER_BEGIN}` before one `{ANSWER_END}` (or "
+        "neither: the report then writes the block after the title)"
+    )
+
+
 def with_answer_block(readme: str, answers: list[str]) -> str:
     """`readme` with its answer block replaced by `answers` (one paragraph each); a README without one gets it
     after its title. The rest of the README, written by hand, is kept as it is."""

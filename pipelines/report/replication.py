@@ -15,8 +15,12 @@ verdict against the shared reference side by side, with its look, seeds and Δ i
     open        open in both
 
 The confirmatory study is the one to believe (its design and reference were fixed before its scores existed); the
-table says which exploratory claims it has tested so far. Both studies must compare against the same reference
-encoding, else the comparison is refused by name.
+table says which exploratory claims it has tested so far. Refused by name (check_replication): two studies with
+other references; a confirmatory study whose reference was chosen from its data (or whose choice is unrecorded):
+it confirms nothing; a study set against itself, or against a study of the same settings sharing its seeds (the same
+runs replicate nothing); two studies at other settings (the model, the budget, the data: summary.json's `settings`,
+or for a study published before they were recorded, what its study.json holds fixed), unless --other-settings is
+given, and then the table opens with each setting that differs.
 """
 
 from __future__ import annotations
@@ -29,7 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from domains.atomic import write_text
+from pipelines.analysis.design import REF_RULES
 from pipelines.report.markdown import markdown_table
+from pipelines.runs.settings import differences
+
+# how a reference fixed before the study's scores were read is recorded (summary.json's reference_rule)
+FIXED_IN_ADVANCE = (REF_RULES["given"], REF_RULES["default"])
 
 DECIDED = ("better", "worse", "equivalent", "stopped")  # a verdict that ends a pair's testing
 OPEN = ("inconclusive", "open", "")
@@ -96,12 +105,88 @@ def replication_table(rows: list[Held]) -> list[str]:
     return lines + markdown_table(["encoding", "held?", "exploratory study", "confirmatory study"], table)
 
 
+def recorded_settings(summary: dict[str, Any], folder: Path, domain: str) -> dict[str, Any] | None:
+    """What the study's runs of `domain` were trained with: summary.json's `settings`, else (a study published before
+    they were recorded) the settings its study.json holds fixed for every group of the domain; None when neither
+    says."""
+    settings = summary["domains"][domain].get("settings")
+    if settings:
+        return settings
+    try:
+        groups = json.loads((folder / "study.json").read_text())["holds_fixed"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    held = [fixed for group, fixed in groups.items() if group.split("/")[0] == domain and isinstance(fixed, dict)]
+    if not held:
+        return None
+    return {key: value for key, value in held[0].items() if all(other.get(key, value) == value for other in held)}
+
+
+def check_replication(
+    folders: tuple[Path, Path], studies: tuple[dict, dict], domain: str, other_settings: bool = False
+) -> list[str]:
+    """ValueError, naming the study, when the second study cannot be the first one's replication (the module
+    docstring); else the lines the table opens with: the settings the two differ in, where --other-settings
+    allowed them."""
+    exploratory, confirmatory = (summary["domains"][domain] for summary in studies)
+    if Path(folders[0]).resolve() == Path(folders[1]).resolve():
+        raise ValueError(f"{folders[0]}: a study is not its own replication; name a study of new seeds")
+    rule = confirmatory.get("reference_rule") or ""
+    if rule not in FIXED_IN_ADVANCE:
+        how = rule.split(":")[0].split(" (")[0] if rule else "chosen by no recorded rule"
+        raise ValueError(
+            f"{folders[1]}: its reference `{confirmatory['reference']}` was {how}: a "
+            "study whose reference was not fixed before its scores were read confirms nothing (its family-wise "
+            "error is not held); swap the two, or confirm with a study designed in advance"
+        )
+    settings = [
+        recorded_settings(summary, Path(folder), domain) for summary, folder in zip(studies, folders, strict=True)
+    ]
+    if None in settings:
+        unknown = folders[settings.index(None)]
+        if not other_settings:
+            raise ValueError(
+                f"{unknown}: records no settings of its {domain} runs (no `settings` in summary.json, no study.json): "
+                "whether the two studies trained the same model is unknown; re-publish it, or pass --other-settings"
+            )
+        return [
+            f"the settings of {unknown}'s {domain} runs are not recorded: the two may differ in model or budget",
+            "",
+        ]
+    changed = differences(*settings)
+    if not changed:
+        shared = sorted(set(_seeds(exploratory)) & set(_seeds(confirmatory)))
+        if shared:
+            raise ValueError(
+                f"{folders[1]}: trains {domain} at {folders[0]}'s settings on its seeds {', '.join(map(str, shared))}: "
+                "the same runs replicate nothing; a replication trains new seeds"
+            )
+        return []
+    shown = [f"{key} {settings[0].get(key, '(not set)')} / {settings[1].get(key, '(not set)')}" for key in changed]
+    if not other_settings:
+        raise ValueError(
+            f"{folders[1]} trains {domain} at other settings than {folders[0]} ({'; '.join(shown)}): its verdicts "
+            "answer another question; pass --other-settings to set them side by side anyway"
+        )
+    return [f"at other settings (exploratory / confirmatory): {'; '.join(shown)}", ""]
+
+
+def _seeds(domain: dict[str, Any]) -> list[int]:
+    seeds = domain.get("seeds") or {}
+    return [*seeds.get("expected", []), *seeds.get("used", [])]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--exploratory", type=Path, required=True, help="a study folder (its summary.json)")
     parser.add_argument("--confirmatory", type=Path, required=True, help="a study folder (its summary.json)")
     parser.add_argument("--domain", default="jsb")
     parser.add_argument("--out", type=Path, default=None, help="write the table here (markdown) instead of stdout")
+    parser.add_argument(
+        "--other-settings",
+        action="store_true",
+        help="compare two studies trained at other settings (named at the table's head) instead of refusing",
+    )
     args = parser.parse_args(argv)
     studies = []
     for folder in (args.exploratory, args.confirmatory):
@@ -113,7 +198,10 @@ def main(argv: list[str] | None = None) -> int:
             parser.exit(1, f"error: {path}: no {args.domain} verdicts to read ({type(error).__name__}: {error})\n")
         studies.append(summary)
     try:
-        lines = replication_table(compare_verdicts(*studies, args.domain))
+        head = check_replication(
+            (args.exploratory, args.confirmatory), tuple(studies), args.domain, args.other_settings
+        )
+        lines = head + replication_table(compare_verdicts(*studies, args.domain))
     except ValueError as error:
         parser.exit(1, f"error: {error}\n")
     text = "\n".join(lines) + "\n"

@@ -16,7 +16,7 @@ from domains.atomic import write_json, write_text
 from pipelines.analysis.paper import paper_nll
 from pipelines.analysis.results import DomainResult, Entry
 from pipelines.analysis.study import Study
-from pipelines.report.answer import with_answer_block
+from pipelines.report.answer import answer_markers_problem, with_answer_block
 from pipelines.report.domain import render_domain_report, verdict_record
 from pipelines.report.files import jsonable, publish, write_csv
 from pipelines.report.html import INDEX, study_page
@@ -94,9 +94,16 @@ def write_study_report(study: Study, out: Path) -> Path:
 
 
 def study_readme(out: Path) -> str | None:
-    """The text of the study README in `out` (its answer block is rewritten with the report), None without one."""
+    """The text of the study README in `out` (its answer block is rewritten with the report), None without one;
+    ValueError naming it when its answer markers are not one pair (answer_markers_problem), before anything is
+    written."""
     path = Path(out) / README
-    return path.read_text() if path.is_file() else None
+    if not path.is_file():
+        return None
+    text = path.read_text()
+    if problem := answer_markers_problem(text):
+        raise ValueError(f"{path}: {problem}; nothing written")
+    return text
 
 
 def study_report_files(out: Path) -> list[str]:

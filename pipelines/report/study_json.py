@@ -12,6 +12,7 @@ from pipelines.analysis.stats import mean_rank
 from pipelines.analysis.study import BlockTest, Study
 from pipelines.report.answer import answer_text
 from pipelines.report.cost import cost_json
+from pipelines.runs.settings import fixed_properties
 
 
 def _friedman_json(outcome: BlockTest | str) -> dict:
@@ -105,6 +106,26 @@ def _tasks_json(result: DomainResult) -> dict | None:
     return {"chance": dict(table.chance), "splits": splits}
 
 
+def held_settings(study: Study, domain: str) -> dict:
+    """What every finished trained run of `domain` (a bridged study's name too) was trained with: the settings its
+    comparison holds fixed (pipelines.runs.settings.fixed_properties: the model, budget, optimiser, data hashes), those
+    its tasks share in a domain with tasks. summary.json records them, so that a study read later (a replication,
+    pipelines.report.replication) says at what settings its verdicts were reached, not only the preset's name."""
+    held = [
+        fixed_properties(run.manifest)
+        for run in study.runs
+        if run.domain == domain and run.finished and not run.derived
+    ]
+    if not held:
+        return {}
+    return {
+        key: value for key, value in sorted(held[0].items()) if all(other.get(key, _UNSET) == value for other in held)
+    }
+
+
+_UNSET = object()
+
+
 def study_json(study: Study, records: list[dict], extrapolation: list[dict]) -> dict:
     return {
         "runs": str(study.runs_root),
@@ -115,6 +136,7 @@ def study_json(study: Study, records: list[dict], extrapolation: list[dict]) -> 
                 "lower_is_better": not result.metric.higher_is_better,
                 "equivalence_region": result.metric.equivalence,
                 "preset": result.preset,
+                "settings": held_settings(study, result.domain),
                 "interval": result.interval,
                 "seeds": {"used": result.seeds.used, "expected": result.seeds.expected},
                 "reference": result.ref,

@@ -99,7 +99,30 @@ def settle_text(path: Path, raw: bytes) -> str:
         value = record["design"].get(key)
         if not isinstance(value, kind) or isinstance(value, bool):
             raise StudyError(f"{path}: its design has no {key}: not a settle record written by make settle")
+    if problem := looks_disagree(record["design"], record["looks"]):
+        raise StudyError(f"{path}: {problem}: a design is fixed at its first look; was the record edited?")
     return raw.decode()
+
+
+def looks_disagree(design: dict, looks: list) -> str | None:
+    """Where a settle record's design contradicts itself or the looks recorded under it, else None: each look tests
+    at alpha / K (linear spending over K looks), which the design states (alpha_per_look) and each look records. An
+    alpha edited after the looks (say 0.05 to 0.2, checksums recomputed) would decide pairs a look early."""
+    if not design["looks"]:
+        return None
+    level = design["alpha"] / len(design["looks"])
+    stated = design.get("alpha_per_look", level)
+    if not isinstance(stated, int | float) or not math.isclose(stated, level, rel_tol=1e-9):
+        count = len(design["looks"])
+        return f"its design's alpha_per_look {stated!r} is not its alpha {design['alpha']:g} over {count} looks"
+    for look in looks:
+        recorded = look.get("alpha") if isinstance(look, dict) else None
+        if recorded is not None and not (isinstance(recorded, int | float) and math.isclose(recorded, level)):
+            return (
+                f"its design tests each look at alpha {level:g} (alpha {design['alpha']:g} over "
+                f"{len(design['looks'])} looks), but look {look.get('look', '?')} was recorded at {recorded!r}"
+            )
+    return None
 
 
 def csv_text(header: list[str], rows: list[list]) -> str:

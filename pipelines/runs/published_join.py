@@ -22,7 +22,14 @@ import numpy as np
 from domains.atomic import write_json, write_text
 from pipelines.runs.layout import DONE, MANIFEST, METRICS, TRAIN_METRICS, RunFolder, discover_runs
 from pipelines.runs.layout import SETTLE as SETTLE_FILE
-from pipelines.runs.metrics import SUMMARY, per_example_path, per_position_path, read_run_json, summary_path
+from pipelines.runs.metrics import (
+    SUMMARY,
+    per_example_path,
+    per_position_path,
+    read_run_json,
+    run_file_error,
+    summary_path,
+)
 from pipelines.runs.published_format import (
     EXAMPLE_HEADER,
     FORMAT,
@@ -40,7 +47,7 @@ from pipelines.runs.published_format import (
 )
 from pipelines.runs.published_training import training_file, write_training_log
 from pipelines.runs.settings import differences, fixed_properties
-from pipelines.runs.tolerance import copy_tolerance
+from pipelines.runs.tolerance import copy_tolerance, machine_problem
 
 
 def materialize(published: PublishedStudy, label: str, runs_root: Path) -> Path:
@@ -75,6 +82,16 @@ def _link_record(joined: Path, record: Path) -> None:
     it (read_design) names that file (in_study_terms follows the link)."""
     joined.parent.mkdir(parents=True, exist_ok=True)
     joined.symlink_to(record.resolve())
+
+
+def _lay_out_record(joined: Path, published: PublishedStudy, domain: str) -> None:
+    """Lay a study's settle record of `domain` out in the joined folder: a link to the study's own file (_link_record)
+    where that file holds it; its text where it does not (a study read back before it is written, by publish)."""
+    record = published.folder / SETTLE_DIR / f"{domain}.json"
+    if record.is_file() and record.read_text() == published.settles[domain]:
+        _link_record(joined, record)
+    else:
+        write_text(joined, published.settles[domain])
 
 
 def largest_difference(a: dict[int, float], b: dict[int, float]) -> tuple[float, int | None]:
@@ -115,8 +132,10 @@ def disagreement(published: PublishedStudy, run: RunFolder) -> tuple[str | None,
     largest per-example difference over every split, with its split and example, against the bound of the
     conditions the two were trained under (pipelines.runs.tolerance: 0 on the recorded machine, the study's
     tolerance at another thread count, the cross-machine bound on another CPU or for a record without its machine)."""
-    recorded = published.records[run.label]["manifest"]
-    tolerance, condition = copy_tolerance(recorded, read_run_json(run, run.path / MANIFEST), published.tolerance)
+    recorded, local = published.records[run.label]["manifest"], read_run_json(run, run.path / MANIFEST)
+    if problem := machine_problem(local):
+        raise run_file_error(run, run.path / MANIFEST, problem)
+    tolerance, condition = copy_tolerance(recorded, local, published.tolerance)
     diff, split, example = worst_difference(local_metrics(run), published.metrics(run.label))
     if diff <= tolerance:
         return None, tolerance
@@ -185,7 +204,7 @@ def join(studies: list[PublishedStudy], local_root: Path, merged: Path, domains:
                 problems.append(why)
         for domain in published.settles:  # checked when the study was read (settle_text)
             if not (merged / domain / SETTLE_FILE).exists():
-                _link_record(merged / domain / SETTLE_FILE, published.folder / SETTLE_DIR / f"{domain}.json")
+                _lay_out_record(merged / domain / SETTLE_FILE, published, domain)
     for domain in domains:
         local_record, joined_record = local_root / domain / SETTLE_FILE, merged / domain / SETTLE_FILE
         if local_record.is_file():
@@ -223,9 +242,17 @@ def join(studies: list[PublishedStudy], local_root: Path, merged: Path, domains:
             if run.finished and not run.derived and holding:
                 mine = fixed_properties(read_run_json(run, run.path / MANIFEST))
                 theirs = holding[0].study["holds_fixed"][run.key.group_label]
-                for key in differences(mine, theirs):
+                changed = differences(mine, theirs)
+                for key in changed:
                     problems.append(
                         f"{run.label}: {key} {mine.get(key, '(not set)')}, the study has {theirs.get(key, '(not set)')}"
+                    )
+                if any(key.startswith("data_hashes.") for key in changed):
+                    problems.append(
+                        f"{run.label}: trained on other data than the study's runs (a store prepared from other "
+                        f"files, such as part of the set's: `make data-{run.domain}` prints how many of how many); "
+                        "prepare the data the study was prepared from and train it again (`make train WITH=<study>` "
+                        "refuses such a store before it trains)"
                     )
             target = run.key.folder(merged)
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -55,6 +55,7 @@ from pipelines.runs.published_format import (
 )
 from pipelines.runs.published_training import TRAINING_FILE_PATTERN, parse_training
 from pipelines.runs.settings import differences, fixed_properties
+from pipelines.runs.tolerance import machine_problem
 
 
 def read_study(folder: Path) -> PublishedStudy:
@@ -72,7 +73,38 @@ def read_study(folder: Path) -> PublishedStudy:
         return (folder / name).read_bytes()
 
     with collector_paused():
-        return parse_study(folder, study, read)
+        published = parse_study(folder, study, read)
+    check_reported_designs(published)
+    return published
+
+
+# what a design is, as its settle record and the report's summary.json both state it
+DESIGN_FIELDS = ("seeds", "looks", "alpha", "ref", "encodings")
+
+
+def check_reported_designs(published: PublishedStudy) -> None:
+    """StudyError when a settle record of the study says another design than the report published beside it
+    (summary.json's verdict_design of that domain): the design an edited record states, with its checksums
+    recomputed, is not the one the study's looks were taken under. A folder without summary.json is not checked."""
+    path = published.folder / "summary.json"
+    if not published.settles or not path.is_file():
+        return
+    try:
+        reported = json.loads(path.read_text())["domains"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise StudyError(f"{path}: damaged, not a study's summary ({type(error).__name__}: {error})") from None
+    for domain, text in published.settles.items():
+        design = json.loads(text)["design"]
+        other = (reported.get(domain) or {}).get("verdict_design") if isinstance(reported, dict) else None
+        if not isinstance(other, dict):
+            continue
+        differ = [key for key in DESIGN_FIELDS if key in other and design.get(key) != other[key]]
+        if differ:
+            shown = "; ".join(f"{key} {design.get(key)!r} (summary.json: {other[key]!r})" for key in differ)
+            raise StudyError(
+                f"{published.folder / SETTLE_DIR / f'{domain}.json'}: another design than the study's report states: "
+                f"{shown}; a design is fixed at its first look: was the record edited?"
+            )
 
 
 @contextmanager
@@ -233,6 +265,8 @@ def _records(folder: Path, study: dict, raw: bytes) -> dict[str, dict]:
             raise StudyError(
                 f"{where}: its manifest lacks the run's key (run.domain, task, pe_id, seed) or config"
             ) from None
+        if problem := machine_problem(record["manifest"]):
+            raise StudyError(f"{where}: its manifest's {problem}")
         if key.label != label or key.domain != listed[label]:
             raise StudyError(
                 f"{where}: its manifest records {key.label}: a record must be the run it is listed as (under "

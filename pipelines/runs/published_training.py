@@ -20,6 +20,7 @@ from pathlib import Path
 from domains.atomic import write_text
 from pipelines.runs.layout import TRAIN_METRICS, RunFolder
 from pipelines.runs.published_format import StudyError, csv_text, gzipped_csv_rows, record_key
+from pipelines.runs.train_log import manifest_steps, run_steps, step_problem
 
 TRAINING = "training"  # a folder: <encoding>.csv.gz
 TRAINING_FILE_PATTERN = re.compile(rf"{TRAINING}/([^/]+)\.csv\.gz")
@@ -38,11 +39,12 @@ def training_rows(run: RunFolder) -> list[list[str]]:
     if not path.is_file():
         return []
     by_step: dict[int, dict[str, str]] = {}
+    steps = run_steps(run)
     with path.open(newline="") as handle:
-        for row in csv.DictReader(handle):
+        for line, row in enumerate(csv.DictReader(handle), start=2):
             step = (row.get("step") or "").strip()
-            if not step.isdigit():
-                raise StudyError(f"{path}: a row without a step ({row}): not a log this posbench wrote")
+            if problem := step_problem(step, steps):
+                raise StudyError(f"{path}: line {line}: {problem}: not a log this posbench wrote for {run.label}")
             merged = by_step.setdefault(int(step), {})
             for column, name in LOGGED.items():
                 if value := (row.get(column) or "").strip():
@@ -53,8 +55,9 @@ def training_rows(run: RunFolder) -> list[list[str]]:
 
 
 def parse_training(folder: Path, name: str, raw: bytes, records: dict[str, dict], encoding: str) -> dict[str, list]:
-    """{run: rows} of a study's training file, every row checked: a run of `encoding` the study holds, a step once,
-    each value blank or a finite number >= 0; StudyError naming the file, the run and the line otherwise."""
+    """{run: rows} of a study's training file, every row checked: a run of `encoding` the study holds, a step of its
+    budget (step_problem: as the logger writes it, below the run's max_steps) once, each value blank or a finite
+    number >= 0; StudyError naming the file, the run and the line otherwise."""
     path = folder / name
     rows = gzipped_csv_rows(path, raw, TRAINING_HEADER)
     out: dict[str, list[list[str]]] = {}
@@ -69,8 +72,8 @@ def parse_training(folder: Path, name: str, raw: bytes, records: dict[str, dict]
             raise StudyError(f"{where}: a row of {label}, which the study holds no record of")
         if record_key(records[label]).encoding != encoding:
             raise StudyError(f"{where}: a row of {label}, which is no run of {encoding}")
-        if not step.isdigit():
-            raise StudyError(f"{where}: {label}, step {step!r}, expected a whole number >= 0")
+        if problem := step_problem(step, manifest_steps(records[label].get("manifest") or {})):
+            raise StudyError(f"{where}: {label}, {problem}")
         if (label, step) in seen:
             raise StudyError(f"{where}: {label}, step {step} listed twice")
         seen.add((label, step))

@@ -29,6 +29,47 @@ from typing import Any
 
 CROSS_MACHINE = 1e-3
 MACHINE_KEYS = {"threads": "threads", "cpu": "CPU model", "cpu_flags": "CPU flags", "torch_build": "torch build"}
+# what each entry of a machine record is (pipelines.runs.manifest.machine_state writes them)
+MACHINE_TYPES = {
+    "threads": (int, "a whole number"),
+    "cpu": (str, "a CPU model's name"),
+    "cpu_flags": (list, "a list of flags"),
+    "torch_build": ((dict, str), "an object of build entries"),
+}
+# keys of a manifest that only code which records the machine has written (the machine since issue 49, these since
+# issue 50): a manifest holding one but no machine lost its record after it was written, and is not one recorded
+# "before manifests held it", whose copies the cross-machine bound covers
+RECORDED_WITH_MACHINE = ("train_cpu_seconds_this_process", "train_cpu_seconds", "resumed_at_step")
+
+
+def machine_problem(manifest: dict[str, Any], bound: bool = True) -> str | None:
+    """Why a manifest's records of where it ran (`machine`, `packages`, the encoding's `revision`) cannot be read, or
+    None: a record that is not one (`"machine": "x"`), an entry of another kind; and where the manifest sets the
+    bound a copy of its run is held to (`bound`: a published record, a local copy of one), a machine removed from a
+    manifest written when machines were recorded (it would loosen the bound from 0 to CROSS_MACHINE)."""
+    machine = manifest.get("machine")
+    if not machine:
+        written = next((key for key in RECORDED_WITH_MACHINE if key in manifest), None)
+        if written is None or not bound:
+            return None
+        return (
+            f"no machine record, yet it holds {written}, which only code that records the machine writes: a record "
+            "removed after the run would hold its copies to the cross-machine bound instead of bit for bit"
+        )
+    if not isinstance(machine, dict):
+        return f"machine is {machine!r}, not a record of the machine (threads, CPU model and flags, torch build)"
+    for key, (kind, what) in MACHINE_TYPES.items():
+        value = machine.get(key)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            return f"machine.{key} is {value!r}, expected {what}"
+    if not isinstance(manifest.get("packages") or {}, dict):
+        return f"packages is {manifest['packages']!r}, expected an object of package versions"
+    encoding = manifest.get("encoding") or {}
+    revision = encoding.get("revision", 1) if isinstance(encoding, dict) else None
+    if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
+        shown = encoding.get("revision") if isinstance(encoding, dict) else encoding
+        return f"encoding.revision is {shown!r}, expected a whole number >= 1"
+    return None
 
 
 def machine_differences(recorded: dict[str, Any], other: dict[str, Any]) -> list[str]:
@@ -75,7 +116,7 @@ def _difference(what: str, recorded: Any, here: Any) -> str:
 
 def copy_tolerance(recorded: dict[str, Any], other: dict[str, Any], study_tolerance: float) -> tuple[float, str]:
     """(the nats per example a copy trained under `other` may differ from the run `recorded` by, the condition in
-    words); both are manifests (or their `machine` and `packages`)."""
+    words); both are manifests (or their `machine` and `packages`) that machine_problem has passed."""
     if not recorded.get("machine") or not other.get("machine"):
         return CROSS_MACHINE, (
             f"a copy recorded without its machine (before manifests held it): expect agreement within the "
