@@ -10,7 +10,8 @@ exactly the hook that belongs to that mechanism (checked when the class is defin
 | "qk"        | `transform_qk`  | rewrites q and k per position (may read the block's normalised input and  |
 |             |                 | may change the q/k width); attention stays fused                          |
 | "bias"      | `logit_bias`    | an additive term on the scaled attention logits, the causal mask included |
-|             |                 | (may read the block's normalised input: a data-dependent bias)            |
+|             |                 | (may read the block's normalised input: a data-dependent bias); one that  |
+|             |                 | depends on i - j alone also gives its values on the lags (`lag_bias`)     |
 | "scores"    | `attend`        | replaces the attention computation entirely (it gets q, k, v)             |
 
 `prepare(pos)` runs once per forward pass, so per-position tables (cos/sin, biases) are built once and
@@ -353,6 +354,14 @@ class PositionalEncoding(nn.Module):
     ) -> torch.Tensor:
         """Full causal attention; returns (B, H, T, Dv)."""
         raise NotImplementedError
+
+    # ---- not a hook: a bias of the distance alone --------------------------------------------------------------
+    def lag_bias(self, state: Any, layer: int, x: torch.Tensor) -> torch.Tensor | None:
+        """A "bias" encoding's term as its values on the lags 0..T-1, (H, T) in fp32, where the term depends on the
+        distance i - j alone (`logit_bias` is then these values laid out with the causal mask), else None. Where it
+        is not None, attention on the CPU never builds the (H, T, T) term (models.biased_attention.
+        lag_biased_attention); None, the default, keeps `logit_bias`'s dense term."""
+        return None
 
     # ---- not a hook: looking inside ---------------------------------------------------------------------------
     def attention_weights(self, q: torch.Tensor, k: torch.Tensor, state: Any, layer: int) -> torch.Tensor:

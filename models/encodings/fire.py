@@ -31,7 +31,9 @@ Unit k switches at z = -b_k / w_k, so between consecutive switch points (at most
 with on_p the units active on piece p. This is the MLP's value up to rounding and its gradient too (on_p is the
 ReLU's derivative). Per layer, psi on the T lags and on the T queries' normalisers, then two paths:
 - the queries below L_thr (every query in training, where L_thr starts at L) share one normaliser psi(L_thr), so
-  their input depends on i - j only: f on the T lags, laid out by lag with one gather, as KERPLE's table;
+  their input depends on i - j only: f on the T lags, laid out by lag with one gather, as KERPLE's table; where
+  every query is below it, attention on the CPU takes the (H, T) values themselves (`lag_bias`: models.
+  biased_attention.lag_biased_attention);
 - the queries past it (beyond the training context at evaluation): the (T, T) inputs by one gather and a product,
   each input's piece by binary search among the sorted switch points, and A_p z + B_p by two gathers from the
   (H, 33) tables and a multiply-add.
@@ -74,7 +76,7 @@ class FIRE(PositionalEncoding):
     name = "fire"
     takes_random_positions = False  # its lag table covers the distances of one window
     mechanism = "bias"
-    revision = 2  # flash attention in query blocks at evaluation; the gradient summed by lag (base)
+    revision = 3  # 2: query-blocked flash at evaluation, the gradient summed by lag; 3: lag-biased attention (base)
     option_rules = {"width": Option("whole", ">= 1", lambda v: v >= 1, why="the MLP's hidden units")}
 
     def __init__(self, *, width: int = 32, **dims: int) -> None:
@@ -92,10 +94,7 @@ class FIRE(PositionalEncoding):
 
     def logit_bias(self, state: LagLogits, layer, x):
         with outside_autocast(state.lags.device):  # the MLP in fp32: bf16 would merge neighbouring distances
-            c = self.c[layer].abs()
-            threshold = (self.threshold_scale[layer] * self.context).abs()
-            distance = torch.log1p(c * state.lags)  # psi on the T lags
-            normaliser = torch.log1p(c * torch.maximum(state.logits.pos.float(), threshold)) + EPS
+            threshold, distance, normaliser = self.psi(state, layer)
             pieces, T = self.linear_pieces(layer), state.lags.shape[0]
             shared = self.rows_sharing_the_threshold(state.logits.pos, threshold)
             rows = []
@@ -108,6 +107,23 @@ class FIRE(PositionalEncoding):
                 rows.append(piecewise_linear(pieces, inputs))  # a product's backward is cheaper than a quotient's
             bias = rows[0] if len(rows) == 1 else torch.cat(rows, dim=1)
         return state.logits.masked(bias)
+
+    def lag_bias(self, state: LagLogits, layer, x):
+        """f on the T lags where every query sits below L_thr (training; evaluation within the context), the same
+        values as `logit_bias`'s lag table; None where a query is past it (or off the CPU: no query counts)."""
+        with outside_autocast(state.lags.device):
+            threshold, distance, normaliser = self.psi(state, layer)
+            if self.rows_sharing_the_threshold(state.logits.pos, threshold) < state.lags.shape[0]:
+                return None
+            return piecewise_linear(self.linear_pieces(layer), distance * normaliser[0].reciprocal())
+
+    def psi(self, state: LagLogits, layer: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """L_thr, psi on the T lags and each query's normaliser psi(max(L_thr, i)) + EPS, in fp32."""
+        c = self.c[layer].abs()
+        threshold = (self.threshold_scale[layer] * self.context).abs()
+        distance = torch.log1p(c * state.lags)
+        normaliser = torch.log1p(c * torch.maximum(state.logits.pos.float(), threshold)) + EPS
+        return threshold, distance, normaliser
 
     @staticmethod
     def rows_sharing_the_threshold(pos: torch.Tensor, threshold: torch.Tensor) -> int:
