@@ -20,9 +20,11 @@ Everything is measured in one process, on the same batch of random tokens:
 Within a group (a domain preset, or one context of the sweep) every encoding's model is built and warmed up,
 then all are timed in --rounds interleaved rounds of --reps steps: the figure is the median of those steps, and
 "spread" half their interquartile range over the median. Every figure also appears as a ratio to the
-reference encoding (rope10k) of the same group. Writes results/throughput.csv, throughput_data.csv,
-throughput_loader.csv, throughput.png and throughput.json (settings, device, threads, matmul peak, git sha, package
-versions).
+reference encoding (rope10k) of the same group: a ratio holds for the CPU kind it was measured on, so every table
+is printed under the CPU's model, vector extensions and torch's kernel width (pipelines.benchmarks.machine), which
+throughput.csv's rows and throughput.json also record. Writes results/throughput.csv, throughput_data.csv,
+throughput_loader.csv, throughput.png and throughput.json (settings, device, CPU, threads, matmul peak, git sha,
+package versions).
 """
 
 from __future__ import annotations
@@ -38,7 +40,15 @@ from pipelines.benchmarks import model
 from pipelines.benchmarks.data import measure_preparation
 from pipelines.benchmarks.data_report import print_loader_table, print_table, write_loader_rows, write_rows
 from pipelines.benchmarks.loader import measure_loaders
-from pipelines.benchmarks.model_report import context_table, peak_line, preset_table, progress_line, write_outputs
+from pipelines.benchmarks.machine import cpu_figures
+from pipelines.benchmarks.model_report import (
+    context_table,
+    machine_line,
+    peak_line,
+    preset_table,
+    progress_line,
+    write_outputs,
+)
 from pipelines.benchmarks.step import matmul_peak
 from pipelines.experiment.config import config_options, datamodule_class, domain_names, encoding_name
 from pipelines.host_memory import keep_freed_memory
@@ -51,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     if settings.malloc == "keep":  # as every run trains (pipelines.host_memory); "default" measures without it
         keep_freed_memory()
     encodings = model.measured_encodings(settings)
+    machine = machine_line(settings)
+    print(machine, flush=True)
     for dtype in settings.dtype:
         settings.peak_flops[dtype] = matmul_peak(settings.device, dtype)
         print(peak_line(dtype, settings.device, settings.peak_flops[dtype]), flush=True)
@@ -82,17 +94,17 @@ def main(argv: list[str] | None = None) -> int:
         written.append(settings.out / "throughput_loader.csv")
         write_loader_rows(loader_rows, written[-1])
     print()
-    print(preset_table(rows, settings.peak_flops))
-    sweep = context_table(rows)
+    print(preset_table(rows, settings.peak_flops, machine))
+    sweep = context_table(rows, machine)
     if sweep:
         print("\n" + sweep)
     if data_rows:
-        print()
+        print("\n" + machine)
         print_table(data_rows)
     elif data_domains:
         print("\ndata preparation not measured: give --data-source (a mirror folder) or set POSBENCH_MIRROR")
     if loader_rows:
-        print()
+        print("\n" + machine)
         print_loader_table(loader_rows)
     print(f"\nwrote {', '.join(str(path) for path in written)}")
     return 0
@@ -164,6 +176,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if settings.sweep_domain is None:  # synthetic, as when the default domains began with it
         settings.sweep_domain = "synthetic" if "synthetic" in settings.domains else settings.domains[0]
     settings.peak_flops = {}
+    settings.cpu = cpu_figures()
     return settings
 
 
