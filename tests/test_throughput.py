@@ -3,6 +3,7 @@
 import csv
 import json
 import math
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -13,6 +14,7 @@ from models.flops import forward_flops_per_token, layer_flops_per_token, trainin
 from models.gpt import GPT, GPTConfig
 from pipelines import throughput
 from pipelines.benchmarks import loader, machine, model_report
+from pipelines.benchmarks import step as step_module
 from pipelines.benchmarks.model import predicted_over_limits
 from pipelines.benchmarks.step import LiveTensorMemory
 from pipelines.experiment.config import roster
@@ -242,3 +244,13 @@ def test_every_table_and_file_names_the_cpu(tmp_path, capsys):
     assert all(row["vector_extensions"] == " ".join(figures["vector_extensions"] or []) for row in rows)
     assert all(row["cpu_capability"] == figures["cpu_capability"] for row in rows)
     assert json.loads((tmp_path / "throughput.json").read_text())["cpu"] == figures
+
+
+def test_the_cpu_clock_counts_the_process_work_not_the_time_it_waits():
+    """--clock cpu: a step that sleeps takes wall seconds and no CPU seconds (what a niced sweep's share of the
+    cores adds to a wall figure is time this process waits, as here); refused off the CPU."""
+    cpu = torch.device("cpu")
+    assert step_module.time_calls(lambda: time.sleep(0.05), cpu, 1)[0] >= 0.05
+    assert step_module.time_calls(lambda: time.sleep(0.05), cpu, 1, step_module.CLOCKS["cpu"])[0] < 0.02
+    with pytest.raises(SystemExit):
+        throughput.parse_args(["--clock", "cpu", "--device", "cuda"])

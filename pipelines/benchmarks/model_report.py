@@ -79,6 +79,8 @@ def progress_line(row: Row) -> str:
 def machine_line(settings: argparse.Namespace) -> str:
     """The machine a table was measured on: the CPU (model, vector extensions, torch's kernels), and the GPU."""
     line = cpu_line(settings.cpu)
+    if getattr(settings, "clock", "wall") == "cpu":
+        line += "; timed in the process's CPU seconds"
     return line if settings.device.type != "cuda" else f"{line}; GPU: {device_name(settings.device)}"
 
 
