@@ -26,8 +26,9 @@ Flash blocks of 256 against SDPA's flash kernel over every key, at the JSB cpu p
 training step 1.22 s -> 0.88 s, KERPLE's evaluation step 0.42 s -> 0.30 s (docs/presets.md, issue 50).
 
 A learned term that depends on the distance alone, bias_ij = b_h[i - j] (T5's buckets, KERPLE, FIRE below its
-threshold: `PositionalEncoding.lag_bias`), trains through `lag_biased_attention` on the CPU instead (issue 67): the
-encoding hands over its (H, T) values on the lags and no (H, T, T) term is built, forward or backward, where the
+threshold: `PositionalEncoding.lag_bias`, a `LagTerm`), trains through `lag_biased_attention` on the CPU instead
+(issue 67; FIRE's queries past L_thr, whose term is one of i and j, attend beside them over their own dense rows
+with `math_attention`): the encoding hands over its (H, T) values on the lags and no (H, T, T) term is built, where the
 math blocks built the term, kept each block's weights for backward, and scattered the term's (T, T) gradient back
 onto the lags. `LagBiasedAttention` is FlashAttention's recipe in PyTorch's operators: tiles of LAG_ROWS queries of
 one head, every sequence of the batch together (within LAG_TILE_BYTES), over the keys up to the tile's last query;
@@ -56,6 +57,8 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+
+from models.encodings.base import LagTerm
 
 QUERY_BLOCK = 256  # queries per block (the measurements above: 128 to 256 are fastest at T 1024, 256 for flash)
 LAG_ROWS = 64  # queries per tile of `lag_biased_attention` (64 to 128 fastest at T 1024 and 2048, AVX-512; docs)
@@ -118,15 +121,24 @@ def lag_route(q: torch.Tensor, dropout_p: float) -> bool:
 
 
 def lag_biased_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, values: torch.Tensor, scale: float
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, term: LagTerm, scale: float
 ) -> torch.Tensor:
-    """softmax_j(scale * q_i . k_j + values[h, i - j]) v_j over the keys j <= i, for q, k, v (B, H, T, D) and the
-    term's values on the lags 0..T-1, (H, T); differentiable in all four (module docstring)."""
+    """softmax_j(scale * q_i . k_j + values[h, i - j]) v_j over the keys j <= i, for q, k, v (B, H, T, D) and a
+    term's values on the lags 0..T-1 (H, T) for its first `rows` queries; the later queries, which the term gives
+    `rest` (1, H, T - rows, T), attend over every key with `math_attention` (module docstring). Differentiable in
+    q, k, v, the values and the rest."""
     B, H, T, _ = q.shape
-    if k.shape[-2] != T or values.shape != (H, T):
-        raise ValueError(f"lag-biased attention needs T x T self-attention and (H, T) values, got q {tuple(q.shape)}, "
-                         f"k {tuple(k.shape)}, values {tuple(values.shape)}")  # fmt: skip
-    return LagBiasedAttention.apply(q, k, v, values, scale)
+    values, rows = term.values, term.rows
+    if k.shape[-2] != T or values.shape != (H, T) or not 0 < rows <= T:
+        shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, values {tuple(values.shape)}, rows {rows}"
+        raise ValueError(f"lag-biased attention needs T x T self-attention, (H, T) values, 0 < rows <= T; got {shapes}")
+    leading = (t[..., :rows, :] for t in (q, k, v))  # their keys are the first `rows`
+    lagged = LagBiasedAttention.apply(*leading, values[:, :rows], scale)
+    if rows == T:
+        return lagged
+    if term.rest is None or term.rest.shape[-2:] != (T - rows, T):
+        raise ValueError(f"the {T - rows} queries after the lag term's {rows} need their (T - rows, T) rows")
+    return torch.cat((lagged, math_attention(q[..., rows:, :], k, v, term.rest, scale)), dim=-2)
 
 
 def _lag_tiles(B: int, T: int, itemsize: int) -> list[tuple[int, int, int, int]]:

@@ -13,6 +13,7 @@ from torch.profiler import ProfilerActivity, profile
 import models.biased_attention as biased_module
 import models.gpt as gpt_module
 from models.biased_attention import (
+    LagTerm,
     _sums_by_lag,
     biased_attention,
     flash_attention,
@@ -134,7 +135,8 @@ def test_lag_attention_equals_the_dense_softmax_in_values_and_every_gradient(T, 
     weight = torch.randn(2, 3, T, 8, generator=torch.Generator().manual_seed(9), dtype=F64)
     results = []
     for lagged in (True, False):
-        y = lag_biased_attention(q, k, v, values, 0.3) if lagged else dense_by_hand(q, k, v, dense_of(values), 0.3)
+        term = LagTerm(values, T)
+        y = lag_biased_attention(q, k, v, term, 0.3) if lagged else dense_by_hand(q, k, v, dense_of(values), 0.3)
         results.append((y, *torch.autograd.grad((y * weight).sum(), (q, k, v, values))))
     for name, got, want in zip(("y", "dq", "dk", "dv", "dvalues"), *results, strict=True):
         assert torch.allclose(got, want, rtol=0, atol=1e-12), name
@@ -151,7 +153,7 @@ def test_lag_attention_with_keys_below_the_exp_floor_equals_sdpa_in_fp32():
     weight = torch.randn_like(q)
     outputs = []
     for lagged in (True, False):
-        y = (lag_biased_attention(q, k, v, values, 0.25) if lagged else
+        y = (lag_biased_attention(q, k, v, LagTerm(values, 400), 0.25) if lagged else
              F.scaled_dot_product_attention(q, k, v, attn_mask=dense_of(values), scale=0.25))  # fmt: skip
         outputs.append((y, *torch.autograd.grad((y * weight).sum(), (q, k, v, values))))
     for name, got, want in zip(("y", "dq", "dk", "dv", "dvalues"), *outputs, strict=True):
@@ -170,10 +172,40 @@ def test_sums_by_lag_sum_each_diagonal_of_a_tile(R, r0):
     assert torch.allclose(_sums_by_lag(tile.masked_fill(future, 0.0), r0), want, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("rows", [1, 29, 37])
+def test_lag_attention_of_the_leading_queries_and_dense_rows_after_them(rows, monkeypatch):
+    """FIRE's term past its threshold: the first `rows` queries on the lag values, the rest on their own dense rows
+    over every key; against the equation over the whole dense term, value and every gradient (the rows' included)."""
+    monkeypatch.setattr(biased_module, "LAG_ROWS", 8)
+    T = 37
+    q, k, v, values = lag_case(T)
+    g = torch.Generator().manual_seed(5)
+    rest = torch.randn(1, 3, T - rows, T, generator=g, dtype=F64)
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)[rows:]
+    q, k, v, values, rest = (t.requires_grad_() for t in (q, k, v, values, rest))
+    weight = torch.randn(2, 3, T, 8, generator=g, dtype=F64)
+    results = []
+    for lagged in (True, False):
+        masked_rest = rest.masked_fill(future, float("-inf"))
+        if lagged:
+            y = lag_biased_attention(q, k, v, LagTerm(values, rows, masked_rest if rows < T else None), 0.3)
+        else:
+            dense = torch.cat((dense_of(values)[:, :, :rows], masked_rest), dim=2)
+            y = dense_by_hand(q, k, v, dense, 0.3)
+        wrt = (q, k, v, values, rest) if rows < T else (q, k, v, values)
+        results.append((y, *torch.autograd.grad((y * weight).sum(), wrt)))
+    for name, got, want in zip(("y", "dq", "dk", "dv", "dvalues", "drest"), *results, strict=False):
+        assert torch.allclose(got, want, rtol=0, atol=1e-12), name
+
+
 def test_lag_attention_refuses_other_shapes():
     q, k, v, values = lag_case(8)
-    with pytest.raises(ValueError, match=r"\(H, T\) values, got q \(2, 3, 8, 8\), k \(2, 3, 8, 8\), values \(3, 7\)"):
-        lag_biased_attention(q, k, v, values[:, :7], 1.0)
+    with pytest.raises(ValueError, match=r"got q \(2, 3, 8, 8\), k \(2, 3, 8, 8\), values \(3, 7\), rows 7"):
+        lag_biased_attention(q, k, v, LagTerm(values[:, :7], 7), 1.0)
+    with pytest.raises(ValueError, match=r"values \(3, 8\), rows 0"):
+        lag_biased_attention(q, k, v, LagTerm(values, 0), 1.0)
+    with pytest.raises(ValueError, match=r"the 3 queries after the lag term's 5 need their \(T - rows, T\) rows"):
+        lag_biased_attention(q, k, v, LagTerm(values, 5), 1.0)
 
 
 def model_kernels(model: GPT, tokens: torch.Tensor, grad: bool) -> set[str]:
@@ -186,7 +218,7 @@ def model_kernels(model: GPT, tokens: torch.Tensor, grad: bool) -> set[str]:
 def test_which_path_each_bias_takes(pe):
     """A learned term of the distance alone trains on the lag route and scores on the flash blocks over its dense
     term; ALiBi's fixed slopes take the flash blocks in both; FIRE past its threshold (a sequence longer than L_thr)
-    has a term of i and j, which trains on the math blocks."""
+    trains its queries below it on the lag route and those past it on a plain softmax over their dense rows."""
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=11, context=16, n_layer=1, n_head=2, d_model=16, pe=pe))
     tokens = torch.randint(0, 11, (1, 16))
@@ -197,7 +229,7 @@ def test_which_path_each_bias_takes(pe):
     assert flash in model_kernels(model.eval(), tokens, grad=False)
     if pe == "fire":
         past = model_kernels(model.train(), torch.randint(0, 11, (1, 24)), grad=True)
-        assert "LagBiasedAttention" not in past and "aten::softmax" in past
+        assert "LagBiasedAttention" in past and "aten::softmax" in past
 
 
 @pytest.mark.parametrize("pe", ["t5_bias", "kerple", "fire", "alibi"])

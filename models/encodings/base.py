@@ -127,6 +127,25 @@ class CausalLogits:
         return (bias.to(self.dtype) + self.mask).reshape(-1, *bias.shape[-3:]).contiguous()
 
 
+@dataclass(frozen=True)
+class LagTerm:
+    """A bias encoding's term where it depends on the distance alone (`PositionalEncoding.lag_bias`): its values on
+    the lags 0..T-1 for the first `rows` queries, and the later queries' term laid out densely with the causal mask,
+    `rest` (1, H, T - rows, T), where they have another (FIRE's queries past its threshold), else None."""
+
+    values: torch.Tensor  # (H, T)
+    rows: int
+    rest: torch.Tensor | None = None
+
+    @property
+    def requires_grad(self) -> bool:
+        return self.values.requires_grad or (self.rest is not None and self.rest.requires_grad)
+
+    def to(self, dtype: torch.dtype) -> LagTerm:
+        rest = None if self.rest is None else self.rest.to(dtype)
+        return LagTerm(self.values.to(dtype), self.rows, rest)
+
+
 def causal_logits(pos: torch.Tensor) -> CausalLogits:
     """The per-forward pieces of every bias encoding: distances i - j and the causal mask (once, not per layer)."""
     distance = pos[:, None] - pos[None, :]
@@ -356,11 +375,12 @@ class PositionalEncoding(nn.Module):
         raise NotImplementedError
 
     # ---- not a hook: a bias of the distance alone --------------------------------------------------------------
-    def lag_bias(self, state: Any, layer: int, x: torch.Tensor) -> torch.Tensor | None:
-        """A "bias" encoding's term as its values on the lags 0..T-1, (H, T) in fp32, where the term depends on the
-        distance i - j alone (`logit_bias` is then these values laid out with the causal mask), else None. Where it
-        is not None, attention on the CPU never builds the (H, T, T) term (models.biased_attention.
-        lag_biased_attention); None, the default, keeps `logit_bias`'s dense term."""
+    def lag_bias(self, state: Any, layer: int, x: torch.Tensor) -> LagTerm | None:
+        """A "bias" encoding's term as its values on the lags 0..T-1 (`LagTerm`: (H, T) in fp32), where the term of
+        the leading queries depends on the distance i - j alone (`logit_bias` is then these values laid out with the
+        causal mask, and the later queries' rows), else None. Where it is not None, attention on the CPU builds no
+        (H, T, T) term for those queries (models.biased_attention.lag_biased_attention); None, the default, keeps
+        `logit_bias`'s dense term."""
         return None
 
     # ---- not a hook: looking inside ---------------------------------------------------------------------------

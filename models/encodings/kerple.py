@@ -26,7 +26,7 @@ FLOPs per token (`flops_per_token`): one add of the bias per visible key, head a
 import torch
 from torch import nn
 
-from models.encodings.base import PositionalEncoding, causal_logits, register
+from models.encodings.base import LagTerm, PositionalEncoding, causal_logits, register
 from models.encodings.relative_bias import LagLogits, lag_logits
 
 EPS = 1e-2  # the reference code's lower clamp of r1 and r2
@@ -49,12 +49,16 @@ class Kerple(PositionalEncoding):
             param.data.clamp_(min=EPS)
         return lag_logits(causal_logits(super().prepare(pos)))
 
-    def lag_bias(self, state: LagLogits, layer, x):
+    def on_lags(self, state: LagLogits, layer: int) -> torch.Tensor:
+        """-r1 log(1 + r2 n) on the lags n = 0..T-1, (H, T)."""
         r1, r2 = self.r1[layer, :, None], self.r2[layer, :, None]
         return -r1 * torch.log1p(r2 * state.lags)
 
+    def lag_bias(self, state: LagLogits, layer, x):
+        return LagTerm(self.on_lags(state, layer), state.lags.shape[0])
+
     def logit_bias(self, state: LagLogits, layer, x):
-        return state.masked_by_lag(self.lag_bias(state, layer, x))
+        return state.masked_by_lag(self.on_lags(state, layer))
 
     def flops_per_token(self, T: int) -> float:
         """n_layer * n_head * (T + 1) / 2: the add of the bias per visible key, head and layer."""

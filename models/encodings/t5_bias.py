@@ -30,7 +30,7 @@ import math
 import torch
 from torch import nn
 
-from models.encodings.base import PositionalEncoding, causal_logits, register
+from models.encodings.base import LagTerm, PositionalEncoding, causal_logits, register
 from models.encodings.options import Option
 from models.encodings.relative_bias import SharedLagTerm, lag_logits
 
@@ -76,7 +76,7 @@ class T5Bias(PositionalEncoding):
         return state.dense
 
     def lag_bias(self, state, layer, x):
-        return state.values
+        return LagTerm(state.values, state.values.shape[-1])
 
     def flops_per_token(self, T: int) -> float:
         """n_layer * n_head * (T + 1) / 2: the add of the bias per visible key, head and layer."""
