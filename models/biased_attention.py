@@ -24,16 +24,46 @@ kernel) 336-338 ms; math blocks of 1024 (one block) 210 ms, 256: 116-126 ms, 128
 throughput`): T5's bias 0.66x of rope10k's tokens/s before, 0.93x after; KERPLE 0.65x -> 0.88x; FIRE 0.54x -> 0.67x.
 Flash blocks of 256 against SDPA's flash kernel over every key, at the JSB cpu preset (one thread, quiet): ALiBi's
 training step 1.22 s -> 0.88 s, KERPLE's evaluation step 0.42 s -> 0.30 s (docs/presets.md, issue 50).
+
+A learned term that depends on the distance alone, bias_ij = b_h[i - j] (T5's buckets, KERPLE, FIRE below its
+threshold: `PositionalEncoding.lag_bias`, a `LagTerm`), trains through `lag_biased_attention` on the CPU instead
+(issue 67; FIRE's queries past L_thr, whose term is one of i and j, attend beside them over their own dense rows
+with `math_attention`): the encoding hands over its (H, T) values on the lags and no (H, T, T) term is built, where the
+math blocks built the term, kept each block's weights for backward, and scattered the term's (T, T) gradient back
+onto the lags. `LagBiasedAttention` is FlashAttention's recipe in PyTorch's operators: tiles of LAG_ROWS queries of
+one head, every sequence of the batch together (within LAG_TILE_BYTES), over the keys up to the tile's last query;
+the forward pass keeps the output and each row's log-sum-exp, the backward pass recomputes the tile's weights and
+sums the term's gradient by lag (the tile's score gradient summed over the batch, its diagonals summed as the
+columns of a sheared copy). A tile's term is a Toeplitz block, a strided view of the values reversed, flipped once
+and shared by the batch, and enters as the initial value of the score product (one `baddbmm`).
+Exponentials: torch's vectorised exp takes a slow path for every argument below log(FLT_MIN), about -87.3 (a
+subnormal or zero result, -inf included): 4 to 35 times slower a value on the AVX-512 development machine, which the
+masked future of every tile and the far keys of a strong term hit. So the centred scores are clamped at
+EXP_FLOOR_MARGIN above log of the dtype's smallest normal before the exp (fp32: -86.84), and the future zeroed after
+it: a weight that would be below exp(-86.84) = 1.9e-38 becomes that, which cannot move a row's sum of weights
+(>= 1) nor its output, and every masked weight is exactly 0. Values and gradients, the term's included, agree with
+the dense softmax to float rounding (tests/test_biased_attention.py). A fixed term (ALiBi, any in evaluation) keeps
+the flash blocks over its dense term: the lag route's forward measured slower than SDPA's fused flash kernel there
+(JSB cpu preset evaluation 0.75x rope10k against 0.95x; docs/presets.md).
+Measured (AVX-512 EPYC, one thread, CPU time beside a niced sweep), forward and backward of one attention with a
+KERPLE term against rope10k's `is_causal` flash: B 4, 4 heads of 32, T 1024: math blocks 1.44x rope's time, lag
+route 1.25x; B 1, 2 heads of 64, T 2048: 2.30x -> 1.33x.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
+from models.encodings.base import LagTerm
+
 QUERY_BLOCK = 256  # queries per block (the measurements above: 128 to 256 are fastest at T 1024, 256 for flash)
+LAG_ROWS = 64  # queries per tile of `lag_biased_attention` (64 to 128 fastest at T 1024 and 2048, AVX-512; docs)
+LAG_TILE_BYTES = 4 << 20  # most bytes of one tile's scores: sequences of the batch per tile (64 x 1024 x 4: 16)
+EXP_FLOOR_MARGIN = 0.5  # the clamp before exp sits this far above log(smallest normal): fp32 -86.84
 
 
 def biased_attention(
@@ -80,3 +110,127 @@ def flash_attention(
 ) -> torch.Tensor:
     """SDPA's CPU flash kernel with the bias as its float mask (one that needs no gradient)."""
     return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
+
+
+def lag_route(q: torch.Tensor, dropout_p: float) -> bool:
+    """Whether a learned term of the distance alone may attend through `lag_biased_attention`: in training (a term
+    that needs a gradient; the caller checks it has one) on the CPU without attention dropout. A fixed term (ALiBi's,
+    or any in evaluation) keeps `flash_attention`'s query blocks over its dense term, faster there (module
+    docstring); off the CPU or with dropout, the dense term goes to SDPA."""
+    return dropout_p == 0.0 and q.device.type == "cpu" and torch.is_grad_enabled()
+
+
+def lag_biased_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, term: LagTerm, scale: float
+) -> torch.Tensor:
+    """softmax_j(scale * q_i . k_j + values[h, i - j]) v_j over the keys j <= i, for q, k, v (B, H, T, D) and a
+    term's values on the lags 0..T-1 (H, T) for its first `rows` queries; the later queries, which the term gives
+    `rest` (1, H, T - rows, T), attend over every key with `math_attention` (module docstring). Differentiable in
+    q, k, v, the values and the rest."""
+    B, H, T, _ = q.shape
+    values, rows = term.values, term.rows
+    if k.shape[-2] != T or values.shape != (H, T) or not 0 < rows <= T:
+        shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, values {tuple(values.shape)}, rows {rows}"
+        raise ValueError(f"lag-biased attention needs T x T self-attention, (H, T) values, 0 < rows <= T; got {shapes}")
+    leading = (t[..., :rows, :] for t in (q, k, v))  # their keys are the first `rows`
+    lagged = LagBiasedAttention.apply(*leading, values[:, :rows], scale)
+    if rows == T:
+        return lagged
+    if term.rest is None or term.rest.shape[-2:] != (T - rows, T):
+        raise ValueError(f"the {T - rows} queries after the lag term's {rows} need their (T - rows, T) rows")
+    return torch.cat((lagged, math_attention(q[..., rows:, :], k, v, term.rest, scale)), dim=-2)
+
+
+def _lag_tiles(B: int, T: int, itemsize: int) -> list[tuple[int, int, int, int]]:
+    """(b0, b1, r0, r1): sequences b0..b1-1, queries r0..r1-1 (keys 0..r1-1), within LAG_TILE_BYTES of scores."""
+    rows = min(T, LAG_ROWS)
+    group = max(1, min(B, LAG_TILE_BYTES // (rows * T * itemsize)))
+    return [(b0, min(B, b0 + group), r0, min(T, r0 + rows)) for r0 in range(0, T, rows) for b0 in range(0, B, group)]
+
+
+def _reversed_term(values: torch.Tensor) -> torch.Tensor:
+    """(H, 2T - 1): entry m holds the term at lag T - 1 - m, -inf for the negative lags (the future)."""
+    H, T = values.shape
+    padded = values.new_full((H, 2 * T - 1), float("-inf"))
+    padded[:, T - 1 :] = values
+    return padded.flip(-1)
+
+
+def _toeplitz(reversed_term: torch.Tensor, h: int, r0: int, r1: int) -> torch.Tensor:
+    """Head h's term of queries r0..r1-1 over keys 0..r1-1, (r1 - r0, r1): entry (r, j) at lag r0 + r - j. A view
+    of the reversed values with unit strides reads the rows bottom up; one flip puts them in order."""
+    T = (reversed_term.shape[-1] + 1) // 2
+    row = reversed_term[h]
+    return row.as_strided((r1 - r0, r1), (1, 1), row.storage_offset() + T - r1).flip(0)
+
+
+def _weights(scores: torch.Tensor, centre: torch.Tensor, r0: int, floor: float) -> torch.Tensor:
+    """exp(scores - centre) in place, the future keys (past the diagonal of the tile's last r1 - r0 columns) 0: the
+    centred scores are clamped at `floor` first, so that no exp falls on its slow path (module docstring)."""
+    scores.sub_(centre).clamp_(min=floor).exp_()
+    scores[..., r0:].tril_()
+    return scores
+
+
+class LagBiasedAttention(torch.autograd.Function):
+    """Attention with a term of the distance alone; FlashAttention's forward and recomputing backward in tiles of
+    PyTorch operators (module docstring). Computes in q's dtype, at least fp32."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, values, scale):
+        B, H, T, _ = q.shape
+        dtype = torch.promote_types(q.dtype, torch.float32)
+        q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+        floor = math.log(torch.finfo(dtype).tiny) + EXP_FLOOR_MARGIN
+        term = _reversed_term(values.detach().to(dtype))
+        out = q.new_empty(*q.shape[:-1], v.shape[-1])
+        lse = q.new_empty(*q.shape[:-1], 1)
+        for h in range(H):
+            for b0, b1, r0, r1 in _lag_tiles(B, T, q.element_size()):
+                bias = _toeplitz(term, h, r0, r1)
+                scores = torch.baddbmm(bias, q[b0:b1, h, r0:r1], k[b0:b1, h, :r1].transpose(1, 2), alpha=scale)
+                rowmax = scores.amax(-1, keepdim=True)
+                weights = _weights(scores, rowmax, r0, floor)
+                total = weights.sum(-1, keepdim=True)
+                torch.bmm(weights, v[b0:b1, h, :r1], out=out[b0:b1, h, r0:r1]).div_(total)
+                lse[b0:b1, h, r0:r1] = rowmax + total.log()
+        ctx.save_for_backward(q, k, v, values, out, lse)
+        ctx.scale = scale
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k, v, values, out, lse = ctx.saved_tensors
+        scale = ctx.scale
+        B, H, T, _ = q.shape
+        dtype = q.dtype
+        floor = math.log(torch.finfo(dtype).tiny) + EXP_FLOOR_MARGIN
+        term = _reversed_term(values.detach().to(dtype))
+        dO = grad_out.to(dtype)
+        delta = (dO * out).sum(-1, keepdim=True)  # rowsum(a dA) = dO . o
+        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        dvalues = torch.zeros(H, T, dtype=dtype) if ctx.needs_input_grad[3] else None
+        for h in range(H):
+            for b0, b1, r0, r1 in _lag_tiles(B, T, q.element_size()):
+                qb, kb, vb, dOb = q[b0:b1, h, r0:r1], k[b0:b1, h, :r1], v[b0:b1, h, :r1], dO[b0:b1, h, r0:r1]
+                scores = torch.baddbmm(_toeplitz(term, h, r0, r1), qb, kb.transpose(1, 2), alpha=scale)
+                weights = _weights(scores, lse[b0:b1, h, r0:r1], r0, floor)  # a
+                dv[b0:b1, h, :r1].baddbmm_(weights.transpose(1, 2), dOb)
+                grad = torch.bmm(dOb, vb.transpose(1, 2))  # dA
+                grad.sub_(delta[b0:b1, h, r0:r1]).mul_(weights)  # dS: the gradient of the scores, 0 in the future
+                dq[b0:b1, h, r0:r1].baddbmm_(grad, kb, alpha=scale)
+                dk[b0:b1, h, :r1].baddbmm_(grad.transpose(1, 2), qb, alpha=scale)
+                if dvalues is not None:
+                    dvalues[h, :r1] += _sums_by_lag(grad.sum(0), r0)
+        return dq, dk, dv, None if dvalues is None else dvalues.to(values.dtype), None
+
+
+def _sums_by_lag(tile: torch.Tensor, r0: int) -> torch.Tensor:
+    """tile (R, n) of queries r0..r0+R-1 over keys 0..n-1 (n = r0 + R) -> (n,): entry m sums the tile's entries at
+    lag r0 + r - j = m. Row r is written R - r places right in rows of n + R (a sheared copy), which puts every lag
+    in one column (column c holds lag n - c), and the columns are summed."""
+    R, n = tile.shape
+    width = n + R
+    sheared = tile.new_zeros(R, width)
+    sheared.as_strided((R, n), (width - 1, 1), sheared.storage_offset() + R).copy_(tile)
+    return sheared.sum(0)[1 : n + 1].flip(0)

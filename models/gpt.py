@@ -16,8 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.biased_attention import biased_attention
+from models.biased_attention import biased_attention, lag_biased_attention, lag_route
 from models.encodings import PositionalEncoding, build_encoding
+from models.encodings.base import attention_dtype
 from models.windows import AttentionWindow, visible_keys, windowed_attention
 
 
@@ -97,9 +98,13 @@ class CausalSelfAttention(nn.Module):
             if encoding.mechanism == "qk":
                 q, k = encoding.transform_qk(q, k, state, x, self.layer)
             if encoding.mechanism == "bias":
-                # the causal mask comes with it; built in the attention dtype (`.to` copies only for a model in fp64)
-                logits_term = encoding.logit_bias(state, self.layer, x).to(q.dtype)
-                y = biased_attention(q, k, v, logits_term, dropout_p, encoding.softmax_scale)
+                lags = encoding.lag_bias(state, self.layer, x) if lag_route(q, dropout_p) else None
+                if lags is not None and lags.requires_grad:  # a learned term of the distance alone, in training:
+                    lags = lags.to(attention_dtype(q.device))  # in the attention dtype, as `logit_bias`'s term
+                    y = lag_biased_attention(q, k, v, lags, encoding.softmax_scale)
+                else:  # the causal mask comes with it; in the attention dtype (`.to` copies only for fp64)
+                    logits_term = encoding.logit_bias(state, self.layer, x).to(q.dtype)
+                    y = biased_attention(q, k, v, logits_term, dropout_p, encoding.softmax_scale)
             else:
                 y = fused_causal_attention(q, k, v, dropout_p, encoding.softmax_scale, self.window)
         y = y.transpose(1, 2).reshape(B, T, -1)

@@ -33,7 +33,8 @@ default; settle.json is written before anything trains, then the first look is t
 
 --plan prints the current verdicts, the design and the runs the next look needs with their estimated cost (the
 median over the encoding's finished runs of their CPU seconds per thread, their time on cores of their own however
-loaded the machine was; for runs recorded before CPU seconds, their wall time from the start of the process that
+loaded the machine was, from its runs on a CPU of this one's kind where it has them, and says how many runs were
+priced so; for runs recorded before CPU seconds, their wall time from the start of the process that
 finished a run, its log's name, to its done.json, start-up included: pipelines.launch.costs.MEASURES), and trains
 nothing (nor writes the design).
 
@@ -60,7 +61,7 @@ from pipelines.analysis.loading import EvidenceError, LoadedRun, load_runs
 from pipelines.analysis.results import DomainResult
 from pipelines.arguments import whole_number
 from pipelines.experiment.config import config_options, domain_names, encoding_name, roster
-from pipelines.launch.costs import MEASURES, estimated_seconds, fmt_seconds, longest_first
+from pipelines.launch.costs import MEASURES, estimated_seconds, fmt_seconds, kind_name, longest_first, this_cpu_kind
 from pipelines.launch.designing import check_unchanged, design_in_advance, initial_design
 from pipelines.launch.jobs import ELSEWHERE, Job, check_joinable, check_prepared_data, plan
 from pipelines.launch.local import run_local, visible_gpus
@@ -301,11 +302,12 @@ def print_plan(result: DomainResult, jobs: list[Job], runs: list[LoadedRun]) -> 
     if not jobs:
         print("plan: nothing to train" + ("" if result.verdicts.next_runs else ": every pair is decided or capped"))
         return 0
-    total, used = 0.0, collections.Counter()
+    total, used, kind, on_kind = 0.0, collections.Counter(), this_cpu_kind(), 0
     print(f"plan: the next look needs {len(jobs)} runs:")
     for job in jobs:
-        seconds, measure = estimated_seconds(runs, job.key.encoding)
+        seconds, measure, same_kind = estimated_seconds(runs, job.key.encoding, kind)
         total += seconds or 0.0
+        on_kind += same_kind
         if measure is not None:
             used[measure] += 1
         start_up = "" if measure is None or measure.with_start_up else " and its start-up"
@@ -315,6 +317,9 @@ def print_plan(result: DomainResult, jobs: list[Job], runs: list[LoadedRun]) -> 
         f"{f'{count} runs by ' if len(by) > 1 else ''}the finished runs' median {measure.says}" for measure, count in by
     )
     print(f"plan: about {fmt_seconds(total)} of run time in all ({how})")
+    elsewhere = sum(1 for _ in used.elements()) - on_kind
+    print(f"plan: priced from runs on this CPU's kind, {kind_name(kind)}, for {on_kind} of the {len(jobs)} runs"
+          + (f"; {elsewhere} from runs on other or unrecorded CPU kinds" if elsewhere else ""))  # fmt: skip
     return 0
 
 

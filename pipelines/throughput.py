@@ -20,9 +20,13 @@ Everything is measured in one process, on the same batch of random tokens:
 Within a group (a domain preset, or one context of the sweep) every encoding's model is built and warmed up,
 then all are timed in --rounds interleaved rounds of --reps steps: the figure is the median of those steps, and
 "spread" half their interquartile range over the median. Every figure also appears as a ratio to the
-reference encoding (rope10k) of the same group. Writes results/throughput.csv, throughput_data.csv,
-throughput_loader.csv, throughput.png and throughput.json (settings, device, threads, matmul peak, git sha, package
-versions).
+reference encoding (rope10k) of the same group (with --clock cpu, tokens per CPU second of the process: on a machine
+shared with niced work, one thread, a ratio the others' load moves little; a quiet machine's wall seconds are the
+figure to publish). A ratio holds for the CPU kind it was measured on, so every table
+is printed under the CPU's model, vector extensions and torch's kernel width (pipelines.benchmarks.machine), which
+throughput.csv's rows and throughput.json also record. Writes results/throughput.csv, throughput_data.csv,
+throughput_loader.csv, throughput.png and throughput.json (settings, device, CPU, threads, matmul peak, git sha,
+package versions).
 """
 
 from __future__ import annotations
@@ -38,8 +42,16 @@ from pipelines.benchmarks import model
 from pipelines.benchmarks.data import measure_preparation
 from pipelines.benchmarks.data_report import print_loader_table, print_table, write_loader_rows, write_rows
 from pipelines.benchmarks.loader import measure_loaders
-from pipelines.benchmarks.model_report import context_table, peak_line, preset_table, progress_line, write_outputs
-from pipelines.benchmarks.step import matmul_peak
+from pipelines.benchmarks.machine import cpu_figures
+from pipelines.benchmarks.model_report import (
+    context_table,
+    machine_line,
+    peak_line,
+    preset_table,
+    progress_line,
+    write_outputs,
+)
+from pipelines.benchmarks.step import CLOCKS, matmul_peak
 from pipelines.experiment.config import config_options, datamodule_class, domain_names, encoding_name
 from pipelines.host_memory import keep_freed_memory
 
@@ -51,8 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     if settings.malloc == "keep":  # as every run trains (pipelines.host_memory); "default" measures without it
         keep_freed_memory()
     encodings = model.measured_encodings(settings)
+    machine = machine_line(settings)
+    print(machine, flush=True)
     for dtype in settings.dtype:
-        settings.peak_flops[dtype] = matmul_peak(settings.device, dtype)
+        settings.peak_flops[dtype] = matmul_peak(settings.device, dtype, clock=CLOCKS[settings.clock])
         print(peak_line(dtype, settings.device, settings.peak_flops[dtype]), flush=True)
     rows = model.run(settings, encodings, on_row=lambda row: print(progress_line(row), flush=True))
     asked = settings.data_domains if settings.data_domains is not None else settings.domains
@@ -82,17 +96,17 @@ def main(argv: list[str] | None = None) -> int:
         written.append(settings.out / "throughput_loader.csv")
         write_loader_rows(loader_rows, written[-1])
     print()
-    print(preset_table(rows, settings.peak_flops))
-    sweep = context_table(rows)
+    print(preset_table(rows, settings.peak_flops, machine))
+    sweep = context_table(rows, machine)
     if sweep:
         print("\n" + sweep)
     if data_rows:
-        print()
+        print("\n" + machine)
         print_table(data_rows)
     elif data_domains:
         print("\ndata preparation not measured: give --data-source (a mirror folder) or set POSBENCH_MIRROR")
     if loader_rows:
-        print()
+        print("\n" + machine)
         print_loader_table(loader_rows)
     print(f"\nwrote {', '.join(str(path) for path in written)}")
     return 0
@@ -123,6 +137,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps after building each model")
     parser.add_argument("--reps", type=int, default=3, help="timed steps per encoding and round")
     parser.add_argument("--rounds", type=int, default=3, help="rounds over the encodings, interleaved")
+    parser.add_argument("--clock", default="wall", choices=list(CLOCKS),
+                        help="wall: seconds as they pass; cpu: this process's CPU seconds (CPU only: a ratio that "
+                        "niced work sharing the cores does not move, beside a sweep)")  # fmt: skip
     parser.add_argument("--malloc", default="keep", choices=["keep", "default"],
                         help="keep: freed memory stays with the allocator, as runs train (pipelines.host_memory); "
                         "default: glibc's own settings, what runs trained with before")  # fmt: skip
@@ -156,6 +173,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if settings.device == "auto":
         settings.device = "cuda" if torch.cuda.is_available() else "cpu"
     settings.device = torch.device(settings.device)
+    if settings.clock == "cpu" and settings.device.type != "cpu":
+        parser.error("--clock cpu times the CPU's work only: use it with --device cpu")
     if settings.device.type == "cuda":
         torch.set_float32_matmul_precision("high")  # TF32, as training on a GPU uses it
     settings.compiled = {"off": [False], "on": [True], "both": [False, True]}[settings.compile]
@@ -164,6 +183,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if settings.sweep_domain is None:  # synthetic, as when the default domains began with it
         settings.sweep_domain = "synthetic" if "synthetic" in settings.domains else settings.domains[0]
     settings.peak_flops = {}
+    settings.cpu = cpu_figures()
     return settings
 
 

@@ -524,6 +524,45 @@ def test_plan_prices_a_run_by_its_cpu_seconds_per_thread_where_recorded(tmp_path
     assert "runs by the finished runs' median CPU seconds per thread: their time on cores of their own" in out
 
 
+@pytest.mark.parametrize(
+    "here, darope, rope10k, on_kind",
+    [
+        (("CPU A", ("avx2", "fma")), "about 4 s", "about 8 s", 4),  # both encodings' runs on this kind: theirs
+        (("CPU B", ("avx512f",)), "about 31 s", "about 8 s", 2),  # rope10k has no run of this kind: any kind's
+        (("CPU C", ()), "about 4 s", "about 8 s", 0),  # no run of this kind: the median of every kind's
+    ],
+)
+def test_plan_prices_a_run_from_runs_on_a_cpu_of_its_kind(tmp_path, capsys, monkeypatch, here, darope, rope10k,
+                                                          on_kind):  # fmt: skip
+    """darope's seeds 0 and 1 ran on CPU A (3 s of training CPU, 1 s scoring), its seed 2 on CPU B (30 s); every
+    rope10k run on CPU A (7 s): the plan prices from the runs of this CPU's kind where the encoding has some, and
+    says for how many runs it did."""
+    fabricated_study(tmp_path / "runs")
+    for run in (tmp_path / "runs").glob("jsb/*/seed*"):
+        kind, seconds = (("CPU B", ["avx512f"]), 30.0) if run.name == "seed2" else (("CPU A", ["avx2", "fma"]), 3.0)
+        if run.parent.name == "rope10k":
+            kind, seconds = ("CPU A", ["avx2", "fma"]), 7.0
+        manifest = json.loads((run / "manifest.json").read_text())
+        machine = {"threads": 1, "cpu": kind[0], "cpu_flags": kind[1]}
+        manifest.update(train_cpu_seconds_this_process=seconds, machine=machine)
+        (run / "manifest.json").write_text(json.dumps(manifest))
+        summary_file = run / "metrics" / "summary.json"
+        summary = json.loads(summary_file.read_text())
+        summary["splits"]["test"]["cpu_seconds"] = 1.0
+        summary_file.write_text(json.dumps(summary))
+    monkeypatch.setattr(settle_module, "this_cpu_kind", lambda: here)
+    command = [*LEGACY, "--domain", "jsb", "--runs", str(tmp_path / "runs"), "--ref", "darope", "--plan"]
+    assert settle_module.main(command) == 0
+    out = capsys.readouterr().out
+    planned = {line.split()[0]: line for line in out.splitlines() if line.startswith("  jsb/")}
+    assert planned["jsb/darope/seed3"].endswith(f"({darope} and its start-up)")
+    assert planned["jsb/rope10k/seed3"].endswith(f"({rope10k} and its start-up)")
+    flags = " ".join(here[1]) or "no vector flags recorded"
+    assert f"plan: priced from runs on this CPU's kind, {here[0]} ({flags}), for {on_kind} of the 4 runs" in out
+    if on_kind < 4:
+        assert f"; {4 - on_kind} from runs on other or unrecorded CPU kinds" in out
+
+
 def test_a_stopped_pair_carries_each_later_looks_holm_p_not_its_first(tmp_path, monkeypatch):
     """prope, stopped at look 1, stays in every later look's Holm family: its recorded Holm p at each look is that
     look's (statsmodels' Holm over the look's raw p), not look 1's carried over."""

@@ -1,7 +1,9 @@
 """The throughput pipeline: FLOP counts, the CPU memory tracker, and a tiny end-to-end run (no timing asserted)."""
 
 import csv
+import json
 import math
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -11,7 +13,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from models.flops import forward_flops_per_token, layer_flops_per_token, training_flops_per_token
 from models.gpt import GPT, GPTConfig
 from pipelines import throughput
-from pipelines.benchmarks import loader, model_report
+from pipelines.benchmarks import loader, machine, model_report
+from pipelines.benchmarks import step as step_module
 from pipelines.benchmarks.model import predicted_over_limits
 from pipelines.benchmarks.step import LiveTensorMemory
 from pipelines.experiment.config import roster
@@ -190,3 +193,64 @@ def test_a_stored_domain_is_prepared_from_the_mirror_and_a_missing_one_is_skippe
     assert all(r["loader_vs_train"] is None for r in rows)  # no training figure given
     [skipped] = loader.measure_loaders(["jsb"], "tiny", tmp_path, workers=[0], batches=1)
     assert skipped["skipped"].startswith("FetchError") and str(tmp_path / "jsb") in skipped["skipped"]
+
+
+SAPPHIRE_RAPIDS = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Platinum 8480C
+flags\t\t: fpu sse4_2 avx avx2 fma f16c avx512f avx512dq avx512bw avx512vl avx512_vnni avx512_bf16 avx512_fp16 \
+amx_bf16 amx_tile amx_int8
+"""
+
+
+def test_the_cpu_is_named_by_its_model_kind_and_vector_extensions(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(SAPPHIRE_RAPIDS)
+    figures = machine.cpu_figures(cpuinfo)
+    assert figures["cpu"] == "Intel(R) Xeon(R) Platinum 8480C"
+    assert figures["cpu_flags"] == [
+        "avx",
+        "avx2",
+        "fma",
+        "avx512f",
+        "avx512_bf16",
+        "avx512_vnni",
+        "amx_tile",
+        "amx_bf16",
+    ]  # fmt: skip  (the kind, as a run's manifest records it)
+    assert figures["vector_extensions"] == ["sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw",
+                                            "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile",
+                                            "amx_bf16", "amx_int8"]  # fmt: skip
+    line = machine.cpu_line(figures)
+    assert line.startswith("CPU: Intel(R) Xeon(R) Platinum 8480C (") and "avx512_bf16 avx512_fp16 amx_tile" in line
+    missing = machine.cpu_figures(tmp_path / "absent")
+    assert missing["vector_extensions"] is None and "vector extensions: unknown" in machine.cpu_line(missing)
+
+
+def test_every_table_and_file_names_the_cpu(tmp_path, capsys):
+    """A one-encoding run: the CPU line heads the run and the preset table, and throughput.csv's rows and
+    throughput.json record the CPU's model, kind and vector extensions."""
+    argv = ["--domains", "synthetic", "--encodings", "nope", "--contexts", "64", "--warmup", "0", "--reps", "1"]
+    argv += ["--rounds", "1", "--max-step-seconds", "1e9", "--data-domains", "--loader-domains", "--out", str(tmp_path)]
+    assert throughput.main(argv) == 0
+    printed = capsys.readouterr().out
+    figures = machine.cpu_figures()
+    line = machine.cpu_line(figures)
+    assert printed.startswith(line + "\n")
+    assert printed.count(line) == 1 + 1 + 2  # the run's head, the preset table, the sweep's two tables
+    with open(tmp_path / "throughput.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows and all(row["cpu"] == (figures["cpu"] or "") for row in rows)
+    assert all(row["vector_extensions"] == " ".join(figures["vector_extensions"] or []) for row in rows)
+    assert all(row["cpu_capability"] == figures["cpu_capability"] for row in rows)
+    assert json.loads((tmp_path / "throughput.json").read_text())["cpu"] == figures
+
+
+def test_the_cpu_clock_counts_the_process_work_not_the_time_it_waits():
+    """--clock cpu: a step that sleeps takes wall seconds and no CPU seconds (what a niced sweep's share of the
+    cores adds to a wall figure is time this process waits, as here); refused off the CPU."""
+    cpu = torch.device("cpu")
+    assert step_module.time_calls(lambda: time.sleep(0.05), cpu, 1)[0] >= 0.05
+    assert step_module.time_calls(lambda: time.sleep(0.05), cpu, 1, step_module.CLOCKS["cpu"])[0] < 0.02
+    with pytest.raises(SystemExit):
+        throughput.parse_args(["--clock", "cpu", "--device", "cuda"])

@@ -10,7 +10,8 @@ exactly the hook that belongs to that mechanism (checked when the class is defin
 | "qk"        | `transform_qk`  | rewrites q and k per position (may read the block's normalised input and  |
 |             |                 | may change the q/k width); attention stays fused                          |
 | "bias"      | `logit_bias`    | an additive term on the scaled attention logits, the causal mask included |
-|             |                 | (may read the block's normalised input: a data-dependent bias)            |
+|             |                 | (may read the block's normalised input: a data-dependent bias); one that  |
+|             |                 | depends on i - j alone also gives its values on the lags (`lag_bias`)     |
 | "scores"    | `attend`        | replaces the attention computation entirely (it gets q, k, v)             |
 
 `prepare(pos)` runs once per forward pass, so per-position tables (cos/sin, biases) are built once and
@@ -124,6 +125,25 @@ class CausalLogits:
         """bias (H, T, T) or (B, H, T, T) in any float dtype -> the additive term attention takes, causal mask
         included, in the attention dtype, (1 or B, H, T, T) and contiguous."""
         return (bias.to(self.dtype) + self.mask).reshape(-1, *bias.shape[-3:]).contiguous()
+
+
+@dataclass(frozen=True)
+class LagTerm:
+    """A bias encoding's term where it depends on the distance alone (`PositionalEncoding.lag_bias`): its values on
+    the lags 0..T-1 for the first `rows` queries, and the later queries' term laid out densely with the causal mask,
+    `rest` (1, H, T - rows, T), where they have another (FIRE's queries past its threshold), else None."""
+
+    values: torch.Tensor  # (H, T)
+    rows: int
+    rest: torch.Tensor | None = None
+
+    @property
+    def requires_grad(self) -> bool:
+        return self.values.requires_grad or (self.rest is not None and self.rest.requires_grad)
+
+    def to(self, dtype: torch.dtype) -> LagTerm:
+        rest = None if self.rest is None else self.rest.to(dtype)
+        return LagTerm(self.values.to(dtype), self.rows, rest)
 
 
 def causal_logits(pos: torch.Tensor) -> CausalLogits:
@@ -353,6 +373,15 @@ class PositionalEncoding(nn.Module):
     ) -> torch.Tensor:
         """Full causal attention; returns (B, H, T, Dv)."""
         raise NotImplementedError
+
+    # ---- not a hook: a bias of the distance alone --------------------------------------------------------------
+    def lag_bias(self, state: Any, layer: int, x: torch.Tensor) -> LagTerm | None:
+        """A "bias" encoding's term as its values on the lags 0..T-1 (`LagTerm`: (H, T) in fp32), where the term of
+        the leading queries depends on the distance i - j alone (`logit_bias` is then these values laid out with the
+        causal mask, and the later queries' rows), else None. Where it is not None, attention on the CPU builds no
+        (H, T, T) term for those queries (models.biased_attention.lag_biased_attention); None, the default, keeps
+        `logit_bias`'s dense term."""
+        return None
 
     # ---- not a hook: looking inside ---------------------------------------------------------------------------
     def attention_weights(self, q: torch.Tensor, k: torch.Tensor, state: Any, layer: int) -> torch.Tensor:

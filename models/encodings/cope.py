@@ -24,27 +24,33 @@ r0..r1-1 needs only the n = r1 keys up to its last row (it skips the future half
 the table positions 0..min(r1, npos - 1) that those rows can reach. The tile size follows a byte budget
 (`tile_bytes`; R is at most ROW_BLOCK): near cache size on the CPU, larger on a GPU.
 
-Memory, per tile, in buffers of G x R x (n + 1) elements reused by every tile: the forward and the backward pass
-each hold at most four float buffers (compute dtype) and one int64 index at once, plus a bool mask with dropout:
+Memory, per tile, in buffers of G x R x (n + 2) elements reused by every tile: the forward and the backward pass
+each hold at most six float buffers (compute dtype) and one int64 index at once, plus a bool mask with dropout:
   forward   0: scores s (q.k + z), then exp    1: gates -> suffix sums p -> interpolation weights w
-            2: table logits (q.E, then q.ED)   3: gathered table logits        index: lo = floor(p)
-  backward  the same, then 0: attention a -> scattered table gradients -> g (1 - g); 1: G w; 2: G, the
-            gradient of the scores; 3: D[lo] -> dp -> dg.
-So beyond the scores a tile holds three float buffers and the index (five fp32-sized blocks of R x (n + 1) per
-slice): for T >= 5 R that is at most one T x T buffer per head group, and at any T the whole workspace stays
-within `tile_bytes`. Nothing of size T x T survives a tile.
+            2: table logits q.E                3: T[lo]    4: T[lo + 1] -> D[lo]    index: lo = floor(p)
+  backward  the same, and 5: g (1 - g), kept from the gates; then 0: attention a -> scattered table gradient;
+            1: (1 - w) G; 2: G, the gradient of the scores; 3: w G; 4: D[lo] -> dp -> dg.
+So beyond the scores a tile holds five float buffers and the index (seven fp32-sized blocks of R x (n + 2) per
+slice), and at any T the whole workspace stays within `tile_bytes`. Nothing of size T x T survives a tile.
 
 Algebra that keeps it lean (s = 1/sqrt(d), qs = s q; the kernel works on the scaled scores s (l + z)):
 - gate g_ij = sigmoid(qs_i . k_j); the suffix sum p_ij = sum_{t>=j} g_it is the row total minus an exclusive
   prefix sum: one in-place cumsum over a buffer with one extra column;
-- with T_i[c] = qs_i . E[c], ED[c] = E[c+1] - E[c] (0 at c = npos - 1) and D_i[c] = qs_i . ED[c], the
-  interpolation is z = T_i[lo] + w D_i[lo]: both terms are gathered with the same index lo, and a clamped
-  position (p = npos - 1, so lo = npos - 1, w = 0) meets D = 0, so its gradient vanishes without a mask;
+- with T_i[c] = qs_i . E[c] (one product per tile, over the positions it reaches and one more), the interpolation
+  is z = T_i[lo] + w D_i[lo], D_i[lo] = T_i[lo + 1] - T_i[lo]: two gathers with the same index lo (the second from
+  the table logits shifted by a column). Past the table's last position E is extended by a copy of it, so a
+  clamped position (p = npos - 1, lo = npos - 1, w = 0) meets D = 0 and its gradient vanishes without a mask;
 - backward, with G = a (dA - rowsum(dO . o)) (rowsum(a dA) = dO . o saves a pass), dA = dO v^T:
-  dv = a^T dO; dT = scatter_add(lo, G), dD = scatter_add(lo, G w) -> dqs += dT E^T + dD ED^T, and the table
-  gets qs^T dT plus qs^T dD through the difference's adjoint;
-  dp = G D[lo]; dg_it = sum_{j<=t} dp_ij (a prefix cumsum); the gradient of the gate logit qs.k is
-  G + dg g (1 - g), giving dqs and dk; finally dq = s dqs.
+  dv = a^T dO; dT = scatter_add(lo, (1 - w) G) + scatter_add(lo + 1, w G) -> dqs += dT E^T and the table gets
+  qs^T dT; dp = G D[lo]; dg_it = sum_{j<=t} dp_ij (a prefix cumsum); the gradient of the gate logit qs.k is
+  G + dg g (1 - g) (g (1 - g) kept from the recomputed gates), giving dqs and dk; finally dq = s dqs.
+  Per tile that is three products forward (q.k, q.E, a v) and eight backward (q.k, q.E, a^T dO, dO v^T, dT E^T,
+  qs^T dT, G k, G^T qs), where revision 1 took four and eleven: the product with the table's differences
+  (q . ED), its gradient's two, and q.k a third time for the gates' derivative (issue 67).
+- exponentials: the centred scores are clamped at EXP_FLOOR_MARGIN above log of the dtype's smallest normal
+  before exp and the future zeroed after it (models.biased_attention: torch's exp is 4 to 35 times slower on an
+  argument below log(FLT_MIN), the masked -inf included): a weight below 1.9e-38 (fp32) becomes that, which moves
+  no row's sum or output.
 Under bf16 autocast the kernel computes in fp32 (gates, their sums, the softmax) and returns the input dtype.
 Attention dropout draws one bool mask per tile from the global RNG (one `bernoulli_` per tile, the draws of one
 dropout call per tile); the forward pass saves the RNG state it started from and the backward pass replays it
@@ -58,7 +64,6 @@ import contextlib
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from models.encodings.base import PositionalEncoding, outside_autocast, register
@@ -71,7 +76,8 @@ from models.encodings.rope import at_least_fp32
 # not measured on this machine, a starting point. Per model: `pe_options: {tile_bytes: ...}`.
 TILE_BYTES = {"cpu": 8 << 20, "cuda": 256 << 20}  # all of one tile's workspace
 ROW_BLOCK = {"cpu": 64, "cuda": 512}  # most query rows per tile: smaller blocks skip more future keys
-WORKSPACE_FLOATS = 4  # float buffers per tile (see the module docstring), beside one int64 index
+WORKSPACE_FLOATS = 6  # float buffers per tile (see the module docstring), beside one int64 index
+EXP_FLOOR_MARGIN = 0.5  # centred scores are clamped this far above log(smallest normal) before exp (docstring)
 
 
 @register
@@ -79,6 +85,7 @@ class CoPE(PositionalEncoding):
     name = "cope"
     takes_random_positions = False  # contextual positions come from the gates, not from the positions given
     mechanism = "scores"
+    revision = 2  # one table product per tile, g (1 - g) kept, the exp floor (models.encodings.base; issue 67)
     option_rules = {
         "tile_bytes": Option(
             "whole", ">= 1", lambda v: v >= 1, optional=True, why="a tile's workspace; null: the device's default"
@@ -133,8 +140,8 @@ class CoPE(PositionalEncoding):
         that is 12 (T + 1) / 2; plus the table logits q_i . E[:, c] (a multiply-add over d) for the positions
         c = 0..min(i + 1, npos - 1) that row i can reach (p_ij <= i + 1): 2 d min(i + 2, npos), averaged over
         i < T: about d (T + 3) when T < npos rather than 2 d npos, since no row reaches the other positions (the
-        kernel computes, per tile, the columns its last row reaches). Implementation costs (the table
-        differences q . ED, the backward pass's recomputation) are not model FLOPs and are not counted."""
+        kernel computes, per tile, the columns its last row reaches). Implementation costs (the backward
+        pass's recomputation) are not model FLOPs and are not counted."""
         reachable = min(T, self.npos - 1)  # rows whose table columns min(i + 2, npos) are not yet capped
         mean_columns = (reachable * (reachable + 3) / 2 + (T - reachable) * self.npos) / T
         per_head = 12 * (T + 1) / 2 + 2 * self.head_dim * mean_columns
@@ -143,12 +150,12 @@ class CoPE(PositionalEncoding):
 
 def _plan(slices: int, T: int, capacity: int, rows: int) -> list[tuple[int, int, int, int]]:
     """Tiles (g0, g1, r0, r1): slices g0..g1-1, query rows r0..r1-1, keys 0..r1-1. A tile's buffers have
-    (g1 - g0) x (r1 - r0) x (r1 + 1) elements, at most `capacity` unless one row of one slice is already more."""
-    rows = max(1, min(T, rows, capacity // (T + 1)))
+    (g1 - g0) x (r1 - r0) x (r1 + 2) elements, at most `capacity` unless one row of one slice is already more."""
+    rows = max(1, min(T, rows, capacity // (T + 2)))
     tiles = []
     for r0 in range(0, T, rows):
         r1 = min(T, r0 + rows)
-        group = max(1, min(slices, capacity // ((r1 - r0) * (r1 + 1))))
+        group = max(1, min(slices, capacity // ((r1 - r0) * (r1 + 2))))
         tiles += [(g0, min(slices, g0 + group), r0, r1) for g0 in range(0, slices, group)]
     return tiles
 
@@ -157,7 +164,7 @@ class _Workspace:
     """Flat buffers reused by every tile; `take(i, *shape)` is a contiguous view of float buffer i."""
 
     def __init__(self, tiles: list[tuple[int, int, int, int]], dtype: torch.dtype, device: torch.device) -> None:
-        numel = max((g1 - g0) * (r1 - r0) * (r1 + 1) for g0, g1, r0, r1 in tiles)
+        numel = max((g1 - g0) * (r1 - r0) * (r1 + 2) for g0, g1, r0, r1 in tiles)
         self.floats = [torch.empty(numel, dtype=dtype, device=device) for _ in range(WORKSPACE_FLOATS)]
         self.index = torch.empty(numel, dtype=torch.int64, device=device)
 
@@ -168,18 +175,18 @@ class _Workspace:
         return self.index[: math.prod(shape)].view(shape)
 
 
-def _tables(table: torch.Tensor, T: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """E and its forward difference ED[:, c] = E[:, c+1] - E[:, c] (0 at the last position npos - 1),
-    restricted to the positions a sequence of T tokens can reach (p <= T)."""
+def _table(table: torch.Tensor, T: int, dtype: torch.dtype) -> torch.Tensor:
+    """E restricted to the positions a sequence of T tokens can reach (p <= T), with one more column: the next
+    position's, or past the table's last a copy of it, so that a clamped position (p = npos - 1) interpolates
+    towards itself, T[lo + 1] - T[lo] = 0, and takes no gradient: (d, min(npos, T + 1) + 1)."""
     cols = min(table.shape[1], T + 1)
-    E = table[:, :cols].to(dtype)
-    ED = table[:, : cols + 1].to(dtype).diff(dim=1)
-    return E, F.pad(ED, (0, cols - ED.shape[1]))
+    return torch.cat((table, table[:, -1:]), dim=1)[:, : cols + 1].to(dtype)
 
 
-def _scores(ws, qs, k, E, ED, clamp_at, g0, g1, r0, r1):
+def _scores(ws, qs, k, E, clamp_at, g0, g1, r0, r1, slopes=None):
     """Scaled scores s (q_i . k_j + z_ij) of one tile (future keys not yet masked), in buffer 0. Also returns
-    w (a view of buffer 1), lo (the index buffer), D[lo] (buffer 3) and the number of table columns used."""
+    w (a view of buffer 1), lo (the index buffer), D[lo] = T[lo + 1] - T[lo] (buffer 4) and the number of table
+    columns used; with `slopes` (the backward pass's), the gates' derivative g (1 - g) is written there too."""
     G, R, n = g1 - g0, r1 - r0, r1
     last = min(clamp_at, n)  # rows < r1 reach positions <= r1 only
     cols = last + 1
@@ -191,6 +198,8 @@ def _scores(ws, qs, k, E, ED, clamp_at, g0, g1, r0, r1):
     gates = X[..., 1:]
     torch.sigmoid(S, out=gates)
     gates[..., r0:].tril_()  # key j > query i: gate closed
+    if slopes is not None:
+        torch.addcmul(gates, gates, gates, value=-1, out=slopes)  # g (1 - g), 0 in the future
     X.cumsum_(-1)  # X[..., j] = sum_{t<j} g_it; X[..., n] = row total
     p = X[..., :n]
     torch.sub(X[..., n:], p, out=p)  # p_ij = sum_{t>=j} g_it
@@ -199,15 +208,23 @@ def _scores(ws, qs, k, E, ED, clamp_at, g0, g1, r0, r1):
     lo = ws.take_index(G, R, n)
     lo.copy_(p)  # floor, since p >= 0
     w = p.frac_()
-    table_logits = ws.take(2, G, R, cols)
-    gathered = ws.take(3, G, R, n)
-    torch.matmul(qb, E[:, :cols], out=table_logits)
-    torch.gather(table_logits, -1, lo, out=gathered)
-    S.add_(gathered)
-    torch.matmul(qb, ED[:, :cols], out=table_logits)
-    torch.gather(table_logits, -1, lo, out=gathered)
-    S.addcmul_(gathered, w)
-    return S, w, lo, gathered, cols
+    table_logits = ws.take(2, G, R, cols + 1)
+    torch.matmul(qb, E[:, : cols + 1], out=table_logits)  # T_i[c] = qs_i . E[c], c = 0..cols
+    below, above = ws.take(3, G, R, n), ws.take(4, G, R, n)
+    torch.gather(table_logits, -1, lo, out=below)  # T[lo]
+    torch.gather(table_logits[..., 1:], -1, lo, out=above)  # T[lo + 1]
+    S.add_(below)
+    D = above.sub_(below)
+    S.addcmul_(D, w)  # + T[lo] + w (T[lo + 1] - T[lo])
+    return S, w, lo, D, cols
+
+
+def _weights(S: torch.Tensor, centre: torch.Tensor, r0: int, floor: float) -> torch.Tensor:
+    """exp(S - centre) in place, the future keys 0: the centred scores are clamped at `floor` first, so that no exp
+    takes torch's slow path for arguments below log(FLT_MIN) (the masked -inf among them; module docstring)."""
+    S.sub_(centre).clamp_(min=floor).exp_()
+    S[..., r0:].tril_()
+    return S
 
 
 def _causal(S: torch.Tensor, r0: int, future: dict[int, torch.Tensor], fill: float) -> None:
@@ -239,7 +256,7 @@ def _setup(q: torch.Tensor, tile_bytes: int) -> tuple[torch.dtype, list[tuple[in
     """Compute dtype (at least fp32: gates, their sums and the softmax never run in bf16) and the tile plan."""
     dtype = torch.promote_types(q.dtype, torch.float32)
     itemsize = torch.empty((), dtype=dtype).element_size()
-    bytes_per_element = WORKSPACE_FLOATS * itemsize + 8 + 1  # four float buffers, the int64 index, a dropout mask
+    bytes_per_element = WORKSPACE_FLOATS * itemsize + 8 + 1  # six float buffers, the int64 index, a dropout mask
     rows = ROW_BLOCK.get(q.device.type, ROW_BLOCK["cuda"])
     N, T, _ = q.shape
     return dtype, _plan(N, T, max(1, tile_bytes // bytes_per_element), rows)
@@ -262,17 +279,18 @@ def cope_forward(
     T = q.shape[1]
     with torch.no_grad(), outside_autocast(device):
         qs, kf, vf = q.to(dtype) * scale, k.to(dtype), v.to(dtype)
-        E, ED = _tables(table, T, dtype)
+        E = _table(table, T, dtype)
         ws = _Workspace(tiles, dtype, device)
+        floor = math.log(torch.finfo(dtype).tiny) + EXP_FLOOR_MARGIN
         rng = _rng_state(device) if dropout_p > 0 else torch.empty(0, dtype=torch.uint8)
         out = torch.empty(*q.shape[:2], v.shape[-1], dtype=dtype, device=device)
         lse = torch.empty(*q.shape[:2], 1, dtype=dtype, device=device)
         future = {}
         for g0, g1, r0, r1 in tiles:
-            S = _scores(ws, qs, kf, E, ED, table.shape[1] - 1, g0, g1, r0, r1)[0]
+            S = _scores(ws, qs, kf, E, table.shape[1] - 1, g0, g1, r0, r1)[0]
             _causal(S, r0, future, float("-inf"))
             rowmax = S.amax(-1, keepdim=True)
-            S.sub_(rowmax).exp_()
+            _weights(S, rowmax, r0, floor)
             total = S.sum(-1, keepdim=True)
             lse[g0:g1, r0:r1] = rowmax + total.log()
             if dropout_p > 0:
@@ -315,57 +333,48 @@ def cope_backward(
     T = q.shape[1]
     with torch.no_grad(), outside_autocast(device), _replayed_rng(device, rng):
         qs, kf, vf = q.to(dtype) * scale, k.to(dtype), v.to(dtype)
-        E, ED = _tables(table, T, dtype)
+        E = _table(table, T, dtype)
         dO = grad_out.to(dtype)
         delta = (dO * out.to(dtype)).sum(-1, keepdim=True)  # rowsum(a dA) = dO . o
         if dropout_p > 0:
             dO = dO / (1 - dropout_p)
-        dqs, dk, dv = torch.zeros_like(qs), torch.zeros_like(kf), torch.zeros_like(vf)
-        dE, dED = torch.zeros_like(E), torch.zeros_like(ED)
+        dqs, dk, dv, dE = torch.zeros_like(qs), torch.zeros_like(kf), torch.zeros_like(vf), torch.zeros_like(E)
         ws = _Workspace(tiles, dtype, device)
+        floor = math.log(torch.finfo(dtype).tiny) + EXP_FLOOR_MARGIN
         future = {}
         for g0, g1, r0, r1 in tiles:
             G, R, n = g1 - g0, r1 - r0, r1
             qb, kb, vb, dOb = qs[g0:g1, r0:r1], kf[g0:g1, :n], vf[g0:g1, :n], dO[g0:g1, r0:r1]
-            S, w, lo, dp, cols = _scores(ws, qs, kf, E, ED, table.shape[1] - 1, g0, g1, r0, r1)
+            slopes = ws.take(5, G, R, n)
+            S, w, lo, D, cols = _scores(ws, qs, kf, E, table.shape[1] - 1, g0, g1, r0, r1, slopes)
             _causal(S, r0, future, float("-inf"))
-            S.sub_(lse[g0:g1, r0:r1]).exp_()  # a
+            _weights(S, lse[g0:g1, r0:r1], r0, floor)  # a
             grad = ws.take(2, G, R, n)  # the table logits are spent
             if dropout_p > 0:
                 keep = torch.empty_like(S, dtype=torch.bool).bernoulli_(1 - dropout_p)
                 torch.mul(S, keep, out=grad)
-                dv[g0:g1, :n] += grad.transpose(1, 2) @ dOb
+                dv[g0:g1, :n].baddbmm_(grad.transpose(1, 2), dOb)
                 torch.matmul(dOb, vb.transpose(1, 2), out=grad)
                 grad.mul_(keep)
             else:
-                dv[g0:g1, :n] += S.transpose(1, 2) @ dOb
+                dv[g0:g1, :n].baddbmm_(S.transpose(1, 2), dOb)
                 torch.matmul(dOb, vb.transpose(1, 2), out=grad)
             grad.sub_(delta[g0:g1, r0:r1]).mul_(S)  # gradient of the scores s (l + z)
-            rows = qb.reshape(G * R, -1)
-            scattered = ws.take(0, G, R, cols)  # the attention weights are spent
-            scattered.zero_().scatter_add_(-1, lo, grad)  # dT
-            dq = scattered @ E[:, :cols].T
-            dE[:, :cols].addmm_(rows.T, scattered.view(G * R, cols))
-            scattered.zero_().scatter_add_(-1, lo, w.mul_(grad))  # dD
-            dq.baddbmm_(scattered, ED[:, :cols].T.expand(G, -1, -1))
-            dED[:, :cols].addmm_(rows.T, scattered.view(G * R, cols))
-            dp.mul_(grad).cumsum_(-1)  # dg_it = sum_{j<=t} grad_ij D_i[lo_ij]
-            gates = ws.take(0, G, R, n)
-            torch.matmul(qb, kb.transpose(1, 2), out=gates)
-            gates.sigmoid_()
-            gates[..., r0:].tril_()
-            torch.addcmul(gates, gates, gates, value=-1, out=gates)  # g (1 - g)
-            grad.addcmul_(dp, gates)  # gradient of the gate logit s l
+            upper = torch.mul(w, grad, out=ws.take(3, G, R, n))  # w G, to T[lo + 1]
+            lower = torch.sub(grad, upper, out=w)  # (1 - w) G, to T[lo]
+            scattered = ws.take(0, G, R, cols + 1)  # the attention weights are spent
+            scattered.zero_().scatter_add_(-1, lo, lower)
+            scattered[..., 1:].scatter_add_(-1, lo, upper)  # dT
+            dq = scattered @ E[:, : cols + 1].T
+            dE[:, : cols + 1].addmm_(qb.reshape(G * R, -1).T, scattered.view(G * R, cols + 1))
+            D.mul_(grad).cumsum_(-1)  # dg_it = sum_{j<=t} grad_ij D_i[lo_ij]
+            grad.addcmul_(D, slopes)  # gradient of the gate logit s l: g (1 - g) kept from _scores
             dq.baddbmm_(grad, kb)
             dqs[g0:g1, r0:r1] += dq
-            dk[g0:g1, :n] += grad.transpose(1, 2) @ qb
-        # E = table[:, :cols] and ED = diff(table[:, :cols + 1]) (zero past the table's last column)
+            dk[g0:g1, :n].baddbmm_(grad.transpose(1, 2), qb)
         dtable = torch.zeros_like(table, dtype=dtype)
-        cols = E.shape[1]
-        reach = min(cols, table.shape[1] - 1)
-        dtable[:, :cols] += dE
-        dtable[:, :reach] -= dED[:, :reach]
-        dtable[:, 1 : reach + 1] += dED[:, :reach]
+        reach = min(E.shape[1], table.shape[1])  # E's last column is the table's next one, or the zero padding
+        dtable[:, :reach] += dE[:, :reach]
     return (dqs * scale).to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), dtable.to(table.dtype)
 
 

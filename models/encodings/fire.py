@@ -31,7 +31,9 @@ Unit k switches at z = -b_k / w_k, so between consecutive switch points (at most
 with on_p the units active on piece p. This is the MLP's value up to rounding and its gradient too (on_p is the
 ReLU's derivative). Per layer, psi on the T lags and on the T queries' normalisers, then two paths:
 - the queries below L_thr (every query in training, where L_thr starts at L) share one normaliser psi(L_thr), so
-  their input depends on i - j only: f on the T lags, laid out by lag with one gather, as KERPLE's table;
+  their input depends on i - j only: f on the T lags, laid out by lag with one gather, as KERPLE's table (in
+  training on the CPU, attention takes the (H, T) values themselves for those queries: `lag_bias`, models.
+  biased_attention.lag_biased_attention);
 - the queries past it (beyond the training context at evaluation): the (T, T) inputs by one gather and a product,
   each input's piece by binary search among the sorted switch points, and A_p z + B_p by two gathers from the
   (H, 33) tables and a multiply-add.
@@ -47,7 +49,7 @@ FLOPs per token (`flops_per_token`): one add of the bias per visible key, head a
 import torch
 from torch import nn
 
-from models.encodings.base import PositionalEncoding, causal_logits, outside_autocast, register
+from models.encodings.base import LagTerm, PositionalEncoding, causal_logits, outside_autocast, register
 from models.encodings.options import Option
 from models.encodings.relative_bias import LagLogits, lag_logits
 
@@ -74,7 +76,7 @@ class FIRE(PositionalEncoding):
     name = "fire"
     takes_random_positions = False  # its lag table covers the distances of one window
     mechanism = "bias"
-    revision = 2  # flash attention in query blocks at evaluation; the gradient summed by lag (base)
+    revision = 3  # 2: query-blocked flash at evaluation, the gradient summed by lag; 3: lag-biased attention (base)
     option_rules = {"width": Option("whole", ">= 1", lambda v: v >= 1, why="the MLP's hidden units")}
 
     def __init__(self, *, width: int = 32, **dims: int) -> None:
@@ -91,23 +93,45 @@ class FIRE(PositionalEncoding):
         return lag_logits(causal_logits(super().prepare(pos)))
 
     def logit_bias(self, state: LagLogits, layer, x):
+        on_lags, past, shared = self.terms(state, layer)
+        T = state.lags.shape[0]
+        rows = [] if on_lags is None else [on_lags.index_select(1, state.lag_index[: shared * T]).view(-1, shared, T)]
+        bias = torch.cat(rows + [past], dim=1) if past is not None else rows[0]
+        return state.logits.masked(bias)
+
+    def lag_bias(self, state: LagLogits, layer, x):
+        """f on the T lags for the queries below L_thr (every query in training while L_thr >= L; evaluation
+        within the context), the values `logit_bias` lays out for them, with the dense rows of the queries past it;
+        None where no query is below it (or off the CPU, where none counts)."""
+        on_lags, past, shared = self.terms(state, layer)
+        if on_lags is None:
+            return None
+        rest = None if past is None else (past.to(state.logits.dtype) + state.logits.mask[0, :, shared:])[None]
+        return LagTerm(on_lags, shared, rest)
+
+    def terms(self, state: LagLogits, layer: int) -> tuple[torch.Tensor | None, torch.Tensor | None, int]:
+        """(f on the T lags, (H, T), for the queries below L_thr, or None if there are none; f on every (i, j) of
+        the queries past it, (H, T - shared, T), unmasked, or None if there are none; how many are below it)."""
         with outside_autocast(state.lags.device):  # the MLP in fp32: bf16 would merge neighbouring distances
-            c = self.c[layer].abs()
-            threshold = (self.threshold_scale[layer] * self.context).abs()
-            distance = torch.log1p(c * state.lags)  # psi on the T lags
-            normaliser = torch.log1p(c * torch.maximum(state.logits.pos.float(), threshold)) + EPS
+            threshold, distance, normaliser = self.psi(state, layer)
             pieces, T = self.linear_pieces(layer), state.lags.shape[0]
             shared = self.rows_sharing_the_threshold(state.logits.pos, threshold)
-            rows = []
-            if shared:  # f on the T lags once, laid out by lag: psi(i - j) / psi(L_thr) depends on i - j only
+            on_lags = past = None
+            if shared:  # f on the T lags once: psi(i - j) / psi(L_thr) depends on i - j only
                 on_lags = piecewise_linear(pieces, distance * normaliser[0].reciprocal())  # (H, T)
-                rows.append(on_lags.index_select(1, state.lag_index[: shared * T]).view(-1, shared, T))
             if shared < T:  # every (i, j) of the queries past L_thr: psi(i - j) / psi(i)
-                past = state.lag_index[shared * T :]
-                inputs = distance.index_select(0, past).view(T - shared, T) * normaliser[shared:, None].reciprocal()
-                rows.append(piecewise_linear(pieces, inputs))  # a product's backward is cheaper than a quotient's
-            bias = rows[0] if len(rows) == 1 else torch.cat(rows, dim=1)
-        return state.logits.masked(bias)
+                index = state.lag_index[shared * T :]
+                inputs = distance.index_select(0, index).view(T - shared, T) * normaliser[shared:, None].reciprocal()
+                past = piecewise_linear(pieces, inputs)  # a product's backward is cheaper than a quotient's
+        return on_lags, past, shared
+
+    def psi(self, state: LagLogits, layer: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """L_thr, psi on the T lags and each query's normaliser psi(max(L_thr, i)) + EPS, in fp32."""
+        c = self.c[layer].abs()
+        threshold = (self.threshold_scale[layer] * self.context).abs()
+        distance = torch.log1p(c * state.lags)
+        normaliser = torch.log1p(c * torch.maximum(state.logits.pos.float(), threshold)) + EPS
+        return threshold, distance, normaliser
 
     @staticmethod
     def rows_sharing_the_threshold(pos: torch.Tensor, threshold: torch.Tensor) -> int:

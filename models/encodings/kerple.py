@@ -14,8 +14,10 @@ zero gradient and leave it stuck below for good. The clamp goes through `.data`,
 autograd does not record it. r1 and r2 take no weight decay: they are per-head scalars, like ALiBi's slopes,
 and decay would drag them into the clamp.
 
-Computed per layer from the shared pieces: the (H, T) values on the lags n = 0..T-1, one gather to (H, T, T)
-and the causal mask (relative_bias); the lags and the gather index are built once per forward pass.
+Computed per layer from the shared pieces: the (H, T) values on the lags n = 0..T-1 (`lag_bias`, which attention
+on the CPU takes as they are: models.biased_attention.lag_biased_attention), or laid out with one gather to
+(H, T, T) and the causal mask (relative_bias; `logit_bias`); the lags and the gather index are built once per
+forward pass.
 
 FLOPs per token (`flops_per_token`): one add of the bias per visible key, head and layer, n_layer * H * (T + 1)
 / 2, as ALiBi; the (H, T) values and their layout are per layer but shared by the batch, so left out.
@@ -24,7 +26,7 @@ FLOPs per token (`flops_per_token`): one add of the bias per visible key, head a
 import torch
 from torch import nn
 
-from models.encodings.base import PositionalEncoding, causal_logits, register
+from models.encodings.base import LagTerm, PositionalEncoding, causal_logits, register
 from models.encodings.relative_bias import LagLogits, lag_logits
 
 EPS = 1e-2  # the reference code's lower clamp of r1 and r2
@@ -35,7 +37,7 @@ class Kerple(PositionalEncoding):
     name = "kerple"
     takes_random_positions = False  # its lag table covers the distances of one window
     mechanism = "bias"
-    revision = 2  # query-blocked flash attention in evaluation (models.encodings.base)
+    revision = 3  # 2: query-blocked flash attention in evaluation; 3: lag-biased attention (models.encodings.base)
 
     def __init__(self, **dims: int) -> None:
         super().__init__(**dims)
@@ -47,9 +49,16 @@ class Kerple(PositionalEncoding):
             param.data.clamp_(min=EPS)
         return lag_logits(causal_logits(super().prepare(pos)))
 
-    def logit_bias(self, state: LagLogits, layer, x):
+    def on_lags(self, state: LagLogits, layer: int) -> torch.Tensor:
+        """-r1 log(1 + r2 n) on the lags n = 0..T-1, (H, T)."""
         r1, r2 = self.r1[layer, :, None], self.r2[layer, :, None]
-        return state.masked_by_lag(-r1 * torch.log1p(r2 * state.lags))
+        return -r1 * torch.log1p(r2 * state.lags)
+
+    def lag_bias(self, state: LagLogits, layer, x):
+        return LagTerm(self.on_lags(state, layer), state.lags.shape[0])
+
+    def logit_bias(self, state: LagLogits, layer, x):
+        return state.masked_by_lag(self.on_lags(state, layer))
 
     def flops_per_token(self, T: int) -> float:
         """n_layer * n_head * (T + 1) / 2: the add of the bias per visible key, head and layer."""

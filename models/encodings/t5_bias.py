@@ -17,8 +17,9 @@ logit offsets, not weights on an activation, so decay would pull every bucket to
 at a rate set by the optimiser rather than by the data.
 
 Built once per forward pass, since it is the same in every layer: `prepare` takes the buckets of the T lags
-0..T-1, the table's (H, T) values on them, lays them out as the masked (1, H, T, T) term (relative_bias) and
-every layer gets that same tensor.
+0..T-1 and the table's (H, T) values on them, which attention on the CPU takes as they are (`lag_bias`:
+models.biased_attention.lag_biased_attention); laid out as the masked (1, H, T, T) term (relative_bias) once, if a
+layer asks for it (`logit_bias`), and every layer gets that same tensor.
 
 FLOPs per token (`flops_per_token`): one add of the bias per visible key, head and layer, n_layer * H * (T + 1)
 / 2, as ALiBi; the term is built once per forward pass and shared by the batch and the layers, so left out.
@@ -29,9 +30,9 @@ import math
 import torch
 from torch import nn
 
-from models.encodings.base import PositionalEncoding, causal_logits, register
+from models.encodings.base import LagTerm, PositionalEncoding, causal_logits, register
 from models.encodings.options import Option
-from models.encodings.relative_bias import lag_logits
+from models.encodings.relative_bias import SharedLagTerm, lag_logits
 
 
 def causal_bucket(lags: torch.Tensor, buckets: int = 32, max_distance: int = 128) -> torch.Tensor:
@@ -49,7 +50,7 @@ class T5Bias(PositionalEncoding):
     name = "t5_bias"
     takes_random_positions = False  # its lag table covers the distances of one window
     mechanism = "bias"
-    revision = 2  # query-blocked flash attention in evaluation (models.encodings.base)
+    revision = 3  # 2: query-blocked flash attention in evaluation; 3: lag-biased attention (models.encodings.base)
     option_rules = {  # and max_distance > buckets / 2, checked when built
         "buckets": Option("whole", "even and >= 2", lambda v: v >= 2 and v % 2 == 0),
         "max_distance": Option("whole", ">= 2", lambda v: v >= 2, why="the longest distance bucketed"),
@@ -65,14 +66,17 @@ class T5Bias(PositionalEncoding):
         self.buckets, self.max_distance = int(buckets), int(max_distance)
         self.table = nn.Parameter(torch.zeros(self.n_head, self.buckets))  # b_h[k], shared by all layers
 
-    def prepare(self, pos: torch.Tensor) -> torch.Tensor:
-        """The masked bias, once per forward pass: the same in every layer."""
+    def prepare(self, pos: torch.Tensor) -> SharedLagTerm:
+        """The bias on the lags, once per forward pass: the same in every layer."""
         lagged = lag_logits(causal_logits(super().prepare(pos)))
         bucket = causal_bucket(lagged.lags, self.buckets, self.max_distance)
-        return lagged.masked_by_lag(self.table.index_select(1, bucket))
+        return SharedLagTerm(lagged, self.table.index_select(1, bucket))
 
     def logit_bias(self, state, layer, x):
-        return state
+        return state.dense
+
+    def lag_bias(self, state, layer, x):
+        return LagTerm(state.values, state.values.shape[-1])
 
     def flops_per_token(self, T: int) -> float:
         """n_layer * n_head * (T + 1) / 2: the add of the bias per visible key, head and layer."""

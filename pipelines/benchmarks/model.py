@@ -21,7 +21,7 @@ from omegaconf import OmegaConf
 
 from models.flops import training_flops_per_token
 from models.gpt import GPT
-from pipelines.benchmarks.step import MIB, StepBench, StepFigures
+from pipelines.benchmarks.step import CLOCKS, MIB, StepBench, StepFigures
 from pipelines.experiment.config import build_datamodule, compose_config, model_config, roster
 
 Row = dict[str, Any]
@@ -142,7 +142,9 @@ def measure_group(cases: list[Case], settings: argparse.Namespace, dtype: str, c
 
     for i, case in enumerate(cases):
         try:
-            benches[i] = StepBench(case.model, case.optim, case.batch, device, dtype, compiled, settings.warmup)
+            benches[i] = StepBench(
+                case.model, case.optim, case.batch, device, dtype, compiled, settings.warmup, CLOCKS[settings.clock]
+            )
         except (RuntimeError, torch.OutOfMemoryError) as err:
             failed(i, err)
     for _ in range(settings.rounds):

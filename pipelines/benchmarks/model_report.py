@@ -1,6 +1,7 @@
 """The model benchmark's report: progress lines, the preset and context tables, the figure, and the files
-throughput.csv (one line per row), throughput.png and throughput.json (settings, device, threads, matmul peak,
-git sha, package versions).
+throughput.csv (one line per row), throughput.png and throughput.json (settings, device, the CPU's model, kind and
+vector extensions, threads, matmul peak, git sha, package versions). Every table names the machine it was measured
+on (pipelines.benchmarks.machine): a ratio to the reference holds for that CPU kind only.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from matplotlib.figure import Figure
 
 from domains.atomic import write_json
 from models.flops import TRAINING_MULTIPLIER
+from pipelines.benchmarks.machine import cpu_line
 from pipelines.benchmarks.model import Row, memory_growth
 from pipelines.host_memory import allocator_state
 from pipelines.report.files import save_figure, write_csv
@@ -27,14 +29,18 @@ COLUMNS = [
     "eval_tokens_per_s", "eval_spread", "eval_vs_ref",
     "activation_mib", "backward_peak_mib", "step_mib", "peak_mib", "peak_vs_ref",
     "params", "train_flops_per_token", "encoding_flops_per_token", "achieved_tflops", "fraction_of_peak",
+    "cpu", "vector_extensions", "cpu_capability",
 ]  # fmt: skip
+MACHINE_COLUMNS = ("cpu", "vector_extensions", "cpu_capability")  # the same on every row: settings.cpu's
 
 
 def write_outputs(rows: list[Row], settings: argparse.Namespace, out: Path) -> list[Path]:
     """throughput.csv, throughput.png and throughput.json in `out`; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "throughput.csv", out / "throughput.png", out / "throughput.json"]
-    write_csv(paths[0], COLUMNS, [[row.get(c) for c in COLUMNS] for row in rows])
+    machine = {**settings.cpu, "vector_extensions": " ".join(settings.cpu.get("vector_extensions") or [])}
+    lines = [[machine[c] if c in MACHINE_COLUMNS else row.get(c) for c in COLUMNS] for row in rows]
+    write_csv(paths[0], COLUMNS, lines)
     plot(rows, paths[1])
     write_json(
         paths[2],
@@ -42,8 +48,10 @@ def write_outputs(rows: list[Row], settings: argparse.Namespace, out: Path) -> l
             "settings": {
                 key: str(value) if isinstance(value, (Path, torch.device)) else value
                 for key, value in vars(settings).items()
+                if key != "cpu"
             },
             "device": device_name(settings.device),
+            "cpu": settings.cpu,
             "threads": torch.get_num_threads(),
             "allocator": allocator_state(),
             "matmul_peak_flops": settings.peak_flops,
@@ -68,7 +76,15 @@ def progress_line(row: Row) -> str:
     )
 
 
-def preset_table(rows: list[Row], peak_flops: dict[str, float]) -> str:
+def machine_line(settings: argparse.Namespace) -> str:
+    """The machine a table was measured on: the CPU (model, vector extensions, torch's kernels), and the GPU."""
+    line = cpu_line(settings.cpu)
+    if getattr(settings, "clock", "wall") == "cpu":
+        line += "; timed in the process's CPU seconds"
+    return line if settings.device.type != "cuda" else f"{line}; GPU: {device_name(settings.device)}"
+
+
+def preset_table(rows: list[Row], peak_flops: dict[str, float], machine: str = "") -> str:
     groups: dict[tuple, list[Row]] = {}
     for row in rows:
         if row["kind"] == "preset":
@@ -79,6 +95,7 @@ def preset_table(rows: list[Row], peak_flops: dict[str, float]) -> str:
         lines = [
             f"{domain} {preset}: context {first['context']}, batch {first['batch']}, {variant_label(first)}, "
             f"{first['device']}; matmul peak {peak_flops[dtype] / 1e9:,.1f} GFLOP/s",
+            *([machine] if machine else []),
             f"{'encoding':13s} {'train tok/s':>12s} {'spread':>7s} {'x ref':>6s} {'eval tok/s':>12s} {'x ref':>6s} "
             f"{'peak MiB':>9s} {'x ref':>6s} {'MFLOP/tok':>10s} {'pe share':>8s} {'of peak':>8s}",
         ]
@@ -97,7 +114,7 @@ def preset_table(rows: list[Row], peak_flops: dict[str, float]) -> str:
     return "\n\n".join(blocks)
 
 
-def context_table(rows: list[Row]) -> str:
+def context_table(rows: list[Row], machine: str = "") -> str:
     sweep = [row for row in rows if row["kind"] == "context"]
     if not sweep:
         return ""
@@ -117,6 +134,7 @@ def context_table(rows: list[Row]) -> str:
             lines = [
                 f"context sweep, {first['domain']} {first['preset']} model, batch {first['batch']}, "
                 f"{variant_label(first)}: {title}",
+                *([machine] if machine else []),
                 header + ("  T^e" if figure == "backward_peak_mib" else ""),
             ]
             for encoding in encodings:

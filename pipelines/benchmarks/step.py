@@ -83,15 +83,21 @@ class Timing:
         return (q3 - q1) / 2 / self.median
 
 
-def time_calls(step: Callable[[], Any], device: torch.device, calls: int) -> list[float]:
-    """Seconds of each of `calls` calls of `step`, timed one by one."""
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}  # `make throughput --clock`
+
+
+def time_calls(
+    step: Callable[[], Any], device: torch.device, calls: int, clock: Callable[[], float] = time.perf_counter
+) -> list[float]:
+    """Seconds of each of `calls` calls of `step`, timed one by one: wall seconds, or with `clock` the process's CPU
+    seconds (CLOCKS["cpu"]: on the CPU, what other processes sharing its cores do not add to)."""
     times = []
     for _ in range(calls):
         synchronize(device)
-        began = time.perf_counter()
+        began = clock()
         step()
         synchronize(device)
-        times.append(time.perf_counter() - began)
+        times.append(clock() - began)
     return times
 
 
@@ -185,9 +191,10 @@ class StepBench:
         dtype: str,
         compiled: bool,
         warmup: int,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         torch.manual_seed(0)
-        self.device, self.dtype = device, dtype
+        self.device, self.dtype, self.clock = device, dtype, clock
         self.module = DecoderLM(model=model_cfg, optim=optim_cfg).to(device)
         self.optimizer = self.module.configure_optimizers()["optimizer"]
         if compiled:
@@ -202,12 +209,12 @@ class StepBench:
         self.eval_seconds: list[float] = []
         # at least one warm-up call each: the first pays for compilation and the allocator's growth
         self.module.train()
-        warm_train = time_calls(self.train_step, device, max(1, warmup))
+        warm_train = time_calls(self.train_step, device, max(1, warmup), clock)
         eager_memory = not compiled or device.type == "cuda"  # see the module docstring
         self.memory = step_memory(self.forward, self.backward, self.update, device) if eager_memory else None
         self.held_bytes = held_bytes(self.module, self.optimizer)
         self.module.eval()
-        warm_eval = time_calls(self.eval_step, device, max(1, warmup))
+        warm_eval = time_calls(self.eval_step, device, max(1, warmup), clock)
         self.first_train_seconds, self.first_eval_seconds = warm_train[0], warm_eval[0]
         self.park()
 
@@ -255,9 +262,9 @@ class StepBench:
     def time(self, reps: int) -> None:
         self.unpark()
         self.module.train()
-        self.train_seconds += time_calls(self.train_step, self.device, reps)
+        self.train_seconds += time_calls(self.train_step, self.device, reps, self.clock)
         self.module.eval()
-        self.eval_seconds += time_calls(self.eval_step, self.device, reps)
+        self.eval_seconds += time_calls(self.eval_step, self.device, reps, self.clock)
         self.park()
 
     def figures(self) -> StepFigures:
@@ -270,13 +277,19 @@ class StepBench:
         )
 
 
-def matmul_peak(device: torch.device, dtype: str, size: int | None = None, reps: int = 5) -> float:
+def matmul_peak(
+    device: torch.device,
+    dtype: str,
+    size: int | None = None,
+    reps: int = 5,
+    clock: Callable[[], float] = time.perf_counter,
+) -> float:
     """FLOP/s of a square matmul in `dtype` (fp32 or bf16): the device's practical peak for this process,
-    measured with the same threads as the models."""
+    measured with the same threads as the models (by `clock`, as they are)."""
     n = size or (8192 if device.type == "cuda" else 2048)
     torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float32
     generator = torch.Generator().manual_seed(0)
     a = torch.randn(n, n, generator=generator).to(device=device, dtype=torch_dtype)
     b = torch.randn(n, n, generator=generator).to(device=device, dtype=torch_dtype)
-    seconds = time_calls(lambda: torch.mm(a, b), device, 2 + reps)[2:]
+    seconds = time_calls(lambda: torch.mm(a, b), device, 2 + reps, clock)[2:]
     return 2 * n**3 / min(seconds)

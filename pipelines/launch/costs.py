@@ -1,8 +1,9 @@
 """What a finished run cost: its CPU seconds per thread (its manifest's and splits' records), its wall time (its log's
 start to its done.json, the process's start-up included: read from its folder, as no statistic needs them) and its
 training and evaluation time (its loaded manifest and its splits' speeds). make settle prices the next look with
-them, and a sweep and a look start their longest runs first
-(longest_first)."""
+them, from runs on a CPU of the kind it runs on where there are some (`cpu_kind`: the model and the flags its
+manifest records; an encoding's speed relative to another's differs between an AVX2 and an AVX-512 CPU by up to 2x,
+docs/presets.md), and a sweep and a look start their longest runs first (longest_first)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,28 @@ from pipelines.analysis.loading import LoadedRun
 from pipelines.launch.jobs import Job
 from pipelines.launch.local import log_started
 from pipelines.runs.layout import DONE, RunKey
+from pipelines.runs.manifest import cpu_description
 from pipelines.runs.metrics import RunFileError, read_json_file
+
+CpuKind = tuple[str, tuple[str, ...]]  # (model, flags)
+
+
+def cpu_kind(machine: dict | None) -> CpuKind | None:
+    """A CPU's kind from a manifest's `machine` (or pipelines.runs.manifest.cpu_description): its model and the flags
+    of CPU_FLAGS it has; None where the model is not recorded (a run from before manifests held it)."""
+    if not isinstance(machine, dict) or not machine.get("cpu"):
+        return None
+    return str(machine["cpu"]), tuple(machine.get("cpu_flags") or ())
+
+
+def this_cpu_kind() -> CpuKind | None:
+    """The kind of the CPU this process runs on."""
+    return cpu_kind(cpu_description())
+
+
+def kind_name(kind: CpuKind | None) -> str:
+    """`<model> (<flags>)`, or "not recorded"."""
+    return "not recorded" if kind is None else f"{kind[0]} ({' '.join(kind[1]) or 'no vector flags recorded'})"
 
 
 def wall_seconds(run: LoadedRun) -> float | None:
@@ -59,17 +81,30 @@ MEASURES = (
 )  # fmt: skip
 
 
-def estimated_seconds(runs: list[LoadedRun], encoding: str) -> tuple[float | None, Measure | None]:
-    """(the median time of the encoding's finished runs by the first of MEASURES any of them has (every encoding's
-    runs where it has none), that measure). CPU seconds first: a run's wall time counts whatever shared its cores
-    (a niced sweep beside development: KERPLE's 464 s read 55.7 min)."""
+class Estimate(NamedTuple):
+    """A run's expected time: the median of some finished runs by one of MEASURES, and whether those ran on the CPU
+    kind asked for."""
+
+    seconds: float | None
+    measure: Measure | None
+    same_kind: bool
+
+
+def estimated_seconds(runs: list[LoadedRun], encoding: str, kind: CpuKind | None = None) -> Estimate:
+    """The median time of the encoding's finished runs (every encoding's runs where it has none) by the first of
+    MEASURES any of them has, from its runs on a CPU of `kind` where they have that figure, else from its runs on
+    any CPU. CPU seconds first: a run's wall time counts whatever shared its cores (a niced sweep beside development:
+    KERPLE's 464 s read 55.7 min); then the same kind: the same encoding's CPU seconds differ by CPU kind (RoPE's
+    fused attention trains 2.3x faster on an AVX-512 CPU than on an AVX2 one, the bias paths 1.25x)."""
     finished = [run for run in runs if run.finished]
     for pool in ([r for r in finished if r.encoding == encoding], [r for r in finished if not r.derived]):
         for measure in MEASURES:
-            figures = [s for r in pool if (s := measure.seconds(r)) is not None]
-            if figures:
-                return statistics.median(figures), measure
-    return None, None
+            same = [r for r in pool if kind is not None and cpu_kind(r.manifest.get("machine")) == kind]
+            for members, same_kind in ((same, True), (pool, False)):
+                figures = [s for r in members if (s := measure.seconds(r)) is not None]
+                if figures:
+                    return Estimate(statistics.median(figures), measure, same_kind)
+    return Estimate(None, None, False)
 
 
 def own_seconds(runs: list[LoadedRun], key: RunKey) -> float | None:
