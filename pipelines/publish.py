@@ -30,7 +30,14 @@ from pipelines.experiment.config import domain_names
 from pipelines.report.files import publish
 from pipelines.report.study import render_study, study_readme, study_report_files
 from pipelines.runs.metrics import RunFileError
-from pipelines.runs.published_export import EVIDENCE_FILES, StudyExport, collect_study, read_back, render_evidence
+from pipelines.runs.published_export import (
+    EVIDENCE_FILES,
+    StudyExport,
+    collect_study,
+    read_back,
+    render_evidence,
+    with_looks,
+)
 from pipelines.runs.published_format import RUNS, STUDY, TOLERANCE, StudyError
 from pipelines.runs.published_join import add_with_option, copies_disagree, joined_runs, joined_scratch, runs_label
 from pipelines.runs.published_read import read_studies, read_study
@@ -89,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
             export = collect_study(runs_root, args.domains, args.tolerance)
             report = analyse_study(runs_root, args.domains, None)  # before anything is written: it may refuse
             report.runs_root = runs_label(args.runs, *args.with_studies)
+            # each settle record's looks as the report computes them (the design as recorded)
+            looks = {result.domain: result.verdicts.looks_record() for result in report.results if result.verdicts}
+            export = with_looks(export, looks)
             notes = []
             if (args.out / STUDY).exists():
                 held, dropped, changed, added = replaced(export, args.out)
