@@ -35,7 +35,14 @@ from pipelines.experiment.config import domain_names
 from pipelines.report.files import publish
 from pipelines.report.study import render_study, study_readme, study_report_files
 from pipelines.runs.metrics import RunFileError
-from pipelines.runs.published_export import EVIDENCE_FILES, StudyExport, collect_study, read_back, render_evidence
+from pipelines.runs.published_export import (
+    EVIDENCE_FILES,
+    StudyExport,
+    collect_study,
+    read_back,
+    render_evidence,
+    with_looks,
+)
 from pipelines.runs.published_format import RUNS, STUDY, TOLERANCE, PublishedStudy, StudyError
 from pipelines.runs.published_join import (
     add_with_option,
@@ -108,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
             evidence = read_back(export, args.out)  # every check of read_study, before anything is written
             report = report_from_evidence(evidence, args.domains, scratch / "published")  # it may refuse too
             report.runs_root = runs_label(args.runs, *args.with_studies)
+            # each settle record's looks as the report computes them (the design as recorded)
+            looks = {result.domain: result.verdicts.looks_record() for result in report.results if result.verdicts}
+            export = with_looks(export, looks)
             notes = []
             if (args.out / STUDY).exists():
                 held, dropped, changed, added = replaced(evidence, args.out)

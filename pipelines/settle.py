@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 import collections
 import itertools
+import math
 import os
 import sys
 import time
@@ -59,6 +60,7 @@ from pipelines.analysis.domain import analyse_domain
 from pipelines.analysis.evidence import preset_of, require_finished
 from pipelines.analysis.loading import EvidenceError, LoadedRun, load_runs
 from pipelines.analysis.results import DomainResult
+from pipelines.analysis.verdict import OPEN, PairVerdict, level_text
 from pipelines.arguments import whole_number
 from pipelines.experiment.config import config_options, domain_names, encoding_name, roster
 from pipelines.launch.costs import MEASURES, estimated_seconds, fmt_seconds, kind_name, longest_first, this_cpu_kind
@@ -156,17 +158,28 @@ def verdict_lines(result: DomainResult) -> list[str]:
     if family is None:
         return [f"  {result.no_tests_reason}"]
     digits = result.metric.digits
-    lines = []
-    for name, pair in result.verdicts.verdicts().items():
-        needed = f", seeds to detect ±{pair.region:g}: {pair.seeds_needed}" if pair.seeds_needed else ""
-        level, lo, hi = pair.decision_interval()
-        lines.append(
-            f"  {name:>14} vs {family.ref}: Δ {pair.delta:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}] "
-            f"({level:.4g}) over {len(pair.seeds_a)} seeds, p (Holm) {pair.p_holm:.3g}, TOST p {pair.p_tost:.3g} at "
-            f"alpha {pair.alpha:.4g}: {pair.verdict} (look {pair.look}){needed}"
-            + (f" [{pair.scope}]" if pair.scope else "")
+    return [verdict_line(name, pair, family.ref, digits) for name, pair in result.verdicts.verdicts().items()]
+
+
+def verdict_line(name: str, pair: PairVerdict, ref: str, digits: int) -> str:
+    """One pair's verdict against the reference; a pair with no verdict yet (no test, or an encoding below the
+    design's first look) says so, with its Δ and, where it has one, its 95% interval."""
+    seeds = f"{len(pair.seeds_a)} seed{'s' * (len(pair.seeds_a) != 1)}"
+    scope = f" [{pair.scope}]" if pair.scope else ""
+    if pair.verdict == OPEN:
+        interval = (
+            f" [{pair.ci_lo:+.{digits}f}, {pair.ci_hi:+.{digits}f}] (95%)"
+            if math.isfinite(pair.ci_lo)
+            else " (no interval: one seed)"
         )
-    return lines
+        return f"  {name:>14} vs {ref}: Δ {pair.delta:+.{digits}f}{interval} over {seeds}: no verdict yet{scope}"
+    needed = f", seeds to detect ±{pair.region:g}: {pair.seeds_needed}" if pair.seeds_needed else ""
+    level, lo, hi = pair.decision_interval()
+    return (
+        f"  {name:>14} vs {ref}: Δ {pair.delta:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}] "
+        f"({level_text(level)}) over {seeds}, p (Holm) {pair.p_holm:.3g}, TOST p {pair.p_tost:.3g} at "
+        f"alpha {pair.alpha:.4g}: {pair.verdict} (look {pair.look}){needed}{scope}"
+    )
 
 
 def next_jobs(domain: str, result: DomainResult, preset: str, runs_root: Path, overrides: list[str]) -> list[Job]:
@@ -179,15 +192,11 @@ def next_jobs(domain: str, result: DomainResult, preset: str, runs_root: Path, o
 
 
 def record(domain_folder: Path, result: DomainResult) -> None:
-    """settle.json: the design and every look so far (recomputed from the runs at each look)."""
-    family = result.verdicts.family
+    """settle.json: the design and every look so far, the joined family's too (recomputed from the runs at each
+    look)."""
     write_json(
         domain_folder / SETTLE_FILE,
-        {
-            "design": family.design.to_json(),
-            "looks": [look.to_json() for look in family.looks],
-            "next_runs": [f"{name}/seed{seed}" for name, seed in result.verdicts.next_runs],
-        },
+        {"design": result.verdicts.family.design.to_json(), **result.verdicts.looks_record()},
     )
 
 

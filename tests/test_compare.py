@@ -128,7 +128,8 @@ def test_compare_synthetic_end_to_end(tmp_path):
     norm = {t: lambda a, t=t: (a - CHANCE[t]) / (1 - CHANCE[t]) for t in CHANCE}
     ape = np.mean([np.mean([norm[t](ACCURACY[t, "ape_learned", s][0]) for t in CHANCE]) for s in (0, 1)])
     assert float(rows["all", "ape_learned", "test"]["chance_normalised"]) == pytest.approx(ape)
-    assert rows["all", "ape_learned", "test"]["verdict"] in ("worse", "inconclusive")  # against rope10k, the best
+    # against rope10k on the one seed both finished on every task: a Δ, no test, no verdict yet
+    assert rows["all", "ape_learned", "test"]["verdict"] == "open"
 
     markdown = summary.read_text()
     assert "seed 1 was not finished by every encoding" in markdown

@@ -19,6 +19,7 @@ import pytest
 
 from pipelines.analysis.design import SETTLE_FILE, Design
 from pipelines.analysis.loading import FINISHED, LoadedRun
+from pipelines.analysis.verdict import level_text
 from pipelines.publish import main as publish_main
 from pipelines.report import html as study_html
 from pipelines.report import page_runs
@@ -146,7 +147,7 @@ def _check_leaderboard(page, summary: dict) -> None:
                 shown = [float(end) for end in interval.strip("[]").split(",")]
                 assert shown == pytest.approx([record[lo], record[hi]], abs=_rounding(cell["text"]))
                 if column == "delta":
-                    assert level == f"{100 * record['decision_level']:.3g}%", cell["interval"]
+                    assert level == level_text(record["decision_level"]), cell["interval"]
             if isinstance(value, float) and column in ("score", "delta", "p_better"):
                 assert math.isclose(float(cell["text"]), value, abs_tol=_rounding(cell["text"]))
         assert _number(row["cells"]["region"]["value"]) == domain["equivalence_region"]

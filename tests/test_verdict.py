@@ -335,3 +335,37 @@ def test_a_one_look_design_is_a_fixed_sample_at_its_maximum():
     assert design.looks == (5,) and design.seeds == (0, 1, 2, 3, 4) and design.level == 0.05
     with pytest.raises(ValueError, match="at least one look"):
         Design.grow([0, 1, 2], 5, looks=0, ref="rope10k")
+
+
+def test_the_matched_delta_that_ranks_is_over_every_shared_seed_and_the_row_keeps_its_looks():
+    """An encoding shown worse at an early look that went on to hold 8 seeds: its verdict row keeps that look's Δ,
+    and the Δ that ranks it is over all 8 seeds it shares with the reference (SPEC 3; jsb-cpu's pope: +0.0927 over
+    its deciding look's seeds, +0.0959 over its 8)."""
+    from pipelines.analysis.design import Design
+    from pipelines.analysis.sequential import matched_scores, seed_verdicts
+
+    rng = np.random.default_rng(66)
+    values = study(rng, n_enc=3, n_seeds=10, seed_sd=0.004, shift=(0.0, 0.05, 0.0))
+    values[1, 8:] = np.nan  # e1 holds seeds 0-7
+    design = Design.grow([0, 1, 2], 10, ref="e0", ref_rule="default", encodings=("e1", "e2"))
+    ev = evidence(values)
+    verdicts = seed_verdicts(ev, None, design)
+    pair = verdicts.verdicts()["e1"]
+    per_seed = values.mean(axis=2)
+    assert pair.verdict == "worse" and pair.look in (1, 2)
+    assert pair.delta == pytest.approx(np.mean(per_seed[1, : len(pair.seeds_a)] - per_seed[0, : len(pair.seeds_a)]))
+    assert matched_scores(ev, verdicts)["e1"] == pytest.approx(np.mean(per_seed[1, :8] - per_seed[0, :8]), rel=1e-12)
+
+
+def test_a_level_is_printed_with_the_digits_that_keep_it_below_100_percent():
+    """jsb-cpu's every-pair table labelled 99.98% intervals "100%"."""
+    from pipelines.analysis.verdict import level_text
+
+    assert [level_text(x) for x in (0.95, 0.9, 0.99875, 0.9979167, 0.99983, 0.999996)] == [
+        "95%",
+        "90%",
+        "99.9%",
+        "99.8%",
+        "99.98%",
+        "99.9996%",
+    ]

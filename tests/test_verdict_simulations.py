@@ -5,14 +5,17 @@ the code that computes them (pipelines.analysis.sequential and .verdict), each p
 - the 95% t-interval's coverage of Δ on the test set the study holds, under a seed-dominated model and one with
   example and encoding x example components;
 - make settle's family-wise error under the global null (13 equal encodings, the reference fixed in advance, the
-  rule exactly as `primary_family` applies it), its power against a Δ of one SD of the per-seed differences, and
-  the family-wise error of the earlier rule that took the best encoding at the first look as the reference.
+  rule exactly as the code's families apply it, the design run as make settle trains it: after the first look only
+  the reference and the open pairs' encodings get seeds), and the family-wise error of the earlier rule that took
+  the best encoding at the first look as the reference (the design's power as make settle trains it is in
+  tests/test_settle_simulations.py).
 
 Scores are simulated per (encoding, seed, example) as a study's Evidence; each test takes well under a minute."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -20,7 +23,8 @@ import pytest
 from domains.base import Metric
 from pipelines.analysis.design import Design
 from pipelines.analysis.matrix import Evidence
-from pipelines.analysis.sequential import Comparator, decide, primary_family
+from pipelines.analysis.sequential import Comparator, decide
+from tests.simulation_fixtures import as_settle_trains
 
 NLL = Metric("test NLL", "NLL", "nats", higher_is_better=False, digits=4)  # region of practical equivalence 0.005
 REGION = NLL.equivalence
@@ -147,7 +151,11 @@ def null_family(rng, encodings: int, seeds: int, pair_sd: float, shift: dict[int
 
 
 def settle_rejects(ev: Evidence, ref: str, design: Design) -> dict[str, str]:
-    family = primary_family(Comparator(ev), design, ref, plan_seeds=False)
+    """Each baseline's final word under `design` with `ref` as its reference, the design run as make settle trains
+    it (tests/simulation_fixtures.as_settle_trains: after the first look only the reference and the open pairs'
+    encodings get the next look's seeds)."""
+    members = [name for name in ev.encodings if name != ref]
+    family = as_settle_trains(ev, replace(design, ref=ref, encodings=tuple(members)), members).family
     return {name: pair.verdict for name, pair in family.verdicts.items()}
 
 
@@ -160,43 +168,28 @@ def best_at_first_look(ev: Evidence, seeds: tuple[int, ...]) -> str:
 @pytest.mark.parametrize("pair_sd", [0.024, 0.014, 0.006])
 def test_settles_family_wise_error_under_the_global_null_is_at_most_alpha(pair_sd, shown_figures):
     """13 equal encodings (12 baselines), looks at 3, 5, 8, 10 seeds, alpha 0.05, the reference fixed in advance:
-    a `better` or `worse` anywhere is a family-wise error. The rule exactly as primary_family applies it (Holm over
-    the open pairs at alpha / 4 per look, futility stops, equivalence leaving the family). The earlier rule, the
-    best encoding at the first look as the reference, is simulated on the same studies and printed (0.058-0.085
-    by the issue's own simulation)."""
+    a `better` or `worse` anywhere is a family-wise error. The rule exactly as the code's families apply it (Holm
+    over the pairs not yet shown different at alpha / 4 per look, futility stops), as make settle trains it. The
+    earlier rule, the best encoding at the first look as the reference, is simulated on the first 300 of the same
+    studies and printed (0.058-0.085 by the issue's own simulation)."""
     rng = np.random.default_rng(33)
-    studies = 1000
+    studies, chosen_studies = 1000, 300
     design = Design.grow([0, 1, 2], 10, ref="e00", ref_rule="default")
     fixed = chosen = 0
-    for _ in range(studies):
+    for k in range(studies):
         ev = null_family(rng, 13, 10, pair_sd)
         fixed += any(word in ("better", "worse") for word in settle_rejects(ev, "e00", design).values())
-        ref = best_at_first_look(ev, design.look_seeds(0))
-        chosen += any(word in ("better", "worse") for word in settle_rejects(ev, ref, design).values())
-    rate, data_rate = fixed / studies, chosen / studies
+        if k < chosen_studies:
+            ref = best_at_first_look(ev, design.look_seeds(0))
+            chosen += any(word in ("better", "worse") for word in settle_rejects(ev, ref, design).values())
+    rate, data_rate = fixed / studies, chosen / chosen_studies
     with shown_figures():
         print(
             f"\nsettle under the global null (13 encodings, per-seed difference SD {pair_sd}, {studies} studies): "
             f"family-wise error {rate:.3f} with the reference fixed in advance, {data_rate:.3f} with the best "
-            "encoding at the first look"
+            f"encoding at the first look ({chosen_studies} studies)"
         )
     assert rate <= monte_carlo_bound(0.05, studies)
-
-
-def test_settles_power_against_a_difference_of_one_seed_sd(shown_figures):
-    """One baseline of 13 is worse by one SD of the per-seed differences (0.014 nats): the share of studies in which
-    the design calls it `worse` by its last look, and the seeds it spent."""
-    rng = np.random.default_rng(34)
-    studies, pair_sd = 300, 0.014
-    design = Design.grow([0, 1, 2], 10, ref="e00", ref_rule="default")
-    found = 0
-    for _ in range(studies):
-        ev = null_family(rng, 13, 10, pair_sd, shift={1: pair_sd})
-        found += settle_rejects(ev, "e00", design)["e01"] == "worse"
-    power = found / studies
-    with shown_figures():
-        print(f"\nsettle's power against Δ = one per-seed difference SD ({pair_sd}), {studies} studies: {power:.2f}")
-    assert power > 0.1  # far from certain at 10 seeds, but the design finds it
 
 
 @pytest.mark.parametrize("sds", [(0.02, 0.005), (0.005, 0.02)])

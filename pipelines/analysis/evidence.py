@@ -90,13 +90,14 @@ class SeedSelection:
         return len({tuple(seeds) for seeds in self.per_encoding.values()}) <= 1
 
 
-def seed_selection(runs: list[LoadedRun], evidence: Evidence | None) -> SeedSelection:
-    """The seeds of a domain's comparison (see SeedSelection); none used without evidence."""
+def seed_selection(runs: list[LoadedRun], evidence: Evidence | None, own: list[str] | None = None) -> SeedSelection:
+    """The seeds of a domain's comparison (see SeedSelection); none used without evidence. `own`: the study's own
+    encodings, whose common seeds are the ones used (an encoding that joined the study does not change them)."""
     expected = sorted({run.seed for run in runs if not run.derived})
     if evidence is None:
         return SeedSelection([], expected)
     per_encoding = {name: evidence.seeds_of(name) for name in evidence.encodings}
-    return SeedSelection(evidence.common_seeds(), expected, per_encoding)
+    return SeedSelection(evidence.common_seeds(tuple(own) if own else None), expected, per_encoding)
 
 
 def run_properties(run: LoadedRun) -> dict[str, str]:

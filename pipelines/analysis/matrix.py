@@ -78,6 +78,16 @@ class Evidence:
         done = np.all([self.finished(name) for name in names], axis=0)
         return [s for s, ok in zip(self.seeds, done, strict=True) if ok]
 
+    def only(self, names: tuple[str, ...]) -> Evidence:
+        """The evidence of those of `names` it holds (their seeds: those any of them finished)."""
+        rows = [i for i, name in enumerate(self.encodings) if name in names]
+        finished = np.isfinite(self.values[rows]).all(axis=2).any(axis=0)
+        columns = [j for j, ok in enumerate(finished) if ok]
+        values = self.values[np.ix_(rows, columns)]
+        encodings = tuple(self.encodings[i] for i in rows)
+        seeds = tuple(self.seeds[j] for j in columns)
+        return Evidence(self.domain, self.metric, encodings, seeds, self.example_ids, values, self.blocks)
+
     def complete(self) -> np.ndarray:
         """The (E, S_common, N) block of the seeds every encoding finished."""
         columns = [self.seeds.index(s) for s in self.common_seeds()]

@@ -12,9 +12,17 @@ log variances):
     s0^2 = exp(mean(e) + digamma(d0 / 2) - log(d0 / 2))   (exp(mean(e)) when d0 = inf)
 
 Each pair's variance of seed-paired differences s_d^2 (nu df) is then moderated toward the prior's mean for a
-difference of two encodings, 2 s0^2:  s~^2 = (d0 2 s0^2 + nu s_d^2) / (d0 + nu), on d0 + nu degrees of freedom.
-The pair's own differences keep what is particular to it (two encodings that move together on a seed); the prior
-only adds degrees of freedom.
+difference of two encodings, 2 s0^2:  s~^2 = (d0 2 s0^2 + nu s_d^2) / (d0 + nu), on min(d0 + nu, (E - 1)(n - 1))
+degrees of freedom; at d0 = inf the formula's limit, s~^2 = 2 s0^2 on (E - 1)(n - 1) df. The cap is limma's
+(squeezeVar's df.total is at most the pooled residual df): the moderated variance is estimated from the table's
+(E - 1)(n - 1) residual degrees of freedom, and no more; uncapped, an infinite or large d0 gave a t on d0 + nu df
+that held no look's rate with 6-8 encodings (tests/test_moderated_simulations.py prints both). The pair's own
+differences keep what is particular to it (two encodings that move together on a seed); the prior only adds
+degrees of freedom.
+
+The table is the family's: the encodings of one verdict family (a design's own baselines and its reference, or the
+encodings that joined it and the reference) that hold the look's seeds, never another family's, so that an
+encoding joining a study moves no variance, df or verdict of the study's own pairs (pipelines.analysis.sequential).
 
 Pooling can lie when the variances differ (on MAESTRO KERPLE's seed SD is 0.0003, rope10k's 0.106), and every pair
 holds the reference. So the prior is used only where the simulations in tests/test_moderated_simulations.py, run
@@ -41,7 +49,6 @@ MIN_SEEDS = 5
 MIN_ENCODINGS = 6
 MIN_PRIOR_DF = 8.0
 REF_QUANTILE = 0.95
-PRIOR_DF_CAP = 1000.0  # d0 = inf is carried as this (a t on 1000 df is the normal to 3 digits)
 
 
 def trigamma_inverse(x: float) -> float:
@@ -98,13 +105,17 @@ class Prior:
         return not self.reason
 
     @property
-    def df(self) -> float:
-        return min(self.d0, PRIOR_DF_CAP)
+    def residual_df(self) -> float:
+        """The pooled residual degrees of freedom of the table, (E - 1)(n - 1): the most a moderated variance has."""
+        return float((self.encodings - 1) * (self.seeds - 1))
 
     def moderate(self, pair_variance: float, nu: float) -> tuple[float, float]:
-        """(the moderated variance of a pair's seed differences, its degrees of freedom)."""
-        d0 = self.df
-        return (d0 * 2 * self.s0_squared + nu * pair_variance) / (d0 + nu), d0 + nu
+        """(the moderated variance of a pair's seed differences, its degrees of freedom): see the module docstring;
+        d0 = inf gives the formula's limit, 2 s0^2, and the df are capped at the pooled residual df."""
+        df = min(self.d0 + nu, self.residual_df)
+        if math.isinf(self.d0):
+            return 2 * self.s0_squared, df
+        return (self.d0 * 2 * self.s0_squared + nu * pair_variance) / (self.d0 + nu), df
 
     def describe(self) -> str:
         if math.isnan(self.d0):
@@ -115,13 +126,22 @@ class Prior:
         return f"moderated ({head})" if self.used else f"per-pair test ({self.reason}; {head})"
 
 
-def blocked_prior(table: np.ndarray, ref_row: int | None) -> Prior:
+def reference_bound(nu: float, d0: float) -> float:
+    """The REF_QUANTILE quantile of F(nu, d0), the ratio of one encoding's residual variance to s0^2 under the prior;
+    at d0 = inf the F's limit chi-square(nu) / nu (scipy's F is nan on an infinite df)."""
+    if math.isinf(d0):
+        return float(sps.chi2.ppf(REF_QUANTILE, nu) / nu)
+    return float(sps.f.ppf(REF_QUANTILE, nu, d0))
+
+
+def blocked_prior(table: np.ndarray, ref_row: int | None, min_seeds: int = MIN_SEEDS) -> Prior:
     """The prior of a complete (E, n) table of seed scores, row `ref_row` the reference (None: no reference guard),
-    with the rules of the module docstring."""
+    with the rules of the module docstring (`min_seeds`: a forecast of the prior a later look with more seeds will
+    fit, from fewer seeds now, lowers it)."""
     table = np.asarray(table, float)
     e, n = table.shape
     nan = math.nan
-    if n < MIN_SEEDS:
+    if n < min_seeds:
         return Prior(n, e, nan, nan, f"{n} seeds: the moderated test holds its rates from {MIN_SEEDS}")
     if e < MIN_ENCODINGS:
         return Prior(n, e, nan, nan, f"{e} encodings hold these seeds: a prior needs {MIN_ENCODINGS}")
@@ -133,7 +153,7 @@ def blocked_prior(table: np.ndarray, ref_row: int | None) -> Prior:
     if d0 < MIN_PRIOR_DF:
         return Prior(n, e, d0, s0_squared, f"the encodings' seed variances differ too much to pool (d0 {d0:.1f})")
     if ref_row is not None:
-        bound = float(sps.f.ppf(REF_QUANTILE, nu, min(d0, PRIOR_DF_CAP)))
+        bound = reference_bound(nu, d0)
         if variances[ref_row] / s0_squared > bound:
             ratio = variances[ref_row] / s0_squared
             return Prior(n, e, d0, s0_squared, f"the reference's seed variance is {ratio:.1f} x the prior's")

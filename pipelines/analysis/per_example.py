@@ -17,7 +17,7 @@ from pipelines.analysis.extrapolation import past_length_verdicts
 from pipelines.analysis.loading import LoadedRun
 from pipelines.analysis.matrix import Evidence, per_example_evidence
 from pipelines.analysis.results import TEST_SPLIT, DomainResult, entries_with_intervals
-from pipelines.analysis.sequential import matched_scores, seed_verdicts
+from pipelines.analysis.sequential import SeedVerdicts, matched_scores, seed_verdicts
 from pipelines.analysis.stats import FriedmanResult, PairedResult, friedman, matched_paired_tests, ranks
 from pipelines.experiment.config import datamodule_class
 
@@ -31,8 +31,9 @@ def analyse_per_example(domain: str, runs: list[LoadedRun], ref: str | None, des
     entries = entries_with_intervals(
         {name: evidence.seed_averaged(name) for name in order},
         {name: evidence.seed_scores(name) for name in order},
-        matched_paper_tests(evidence, verdicts.ref) if verdicts.ref is not None else {},
+        matched_paper_tests(evidence, verdicts) if verdicts.ref is not None else {},
         verdicts.verdicts(),
+        verdicts.corrections(order)[0],
     )
     trained = finished_by([run for run in runs if not run.derived], "encoding")
     extrapolation = load_extrapolation(domain, [run for run in runs if run.finished])
@@ -40,7 +41,7 @@ def analyse_per_example(domain: str, runs: list[LoadedRun], ref: str | None, des
         domain=domain,
         metric=evidence.metric,
         preset=preset_of(runs),
-        seeds=seed_selection(runs, evidence),
+        seeds=seed_selection(runs, evidence, verdicts.corrections(evidence.encodings)[0]),
         ref=verdicts.ref,
         no_tests_reason=verdicts.no_tests_reason,
         entries=entries,
@@ -54,16 +55,21 @@ def analyse_per_example(domain: str, runs: list[LoadedRun], ref: str | None, des
         evidence=evidence,
         commits=commits(runs),
         matched=matched,
-        past_verdicts=past_length_verdicts(extrapolation, verdicts.ref, evidence.metric.equivalence),
+        past_verdicts=past_length_verdicts(extrapolation, verdicts, evidence.metric.equivalence),
     )
 
 
-def matched_paper_tests(evidence: Evidence, ref: str) -> dict[str, PairedResult]:
-    """Paper 000 C.2's per-example test of every baseline against `ref`, each pair's examples averaged over the
-    seeds both finished (one shared seed is enough: the test pairs examples, not seeds; all of each one's seeds
-    only when they share none), Holm over the baselines."""
-    pairs = {name: evidence.paired_examples(name, ref) for name in evidence.encodings if name != ref}
-    return {test.baseline: test for test in matched_paired_tests(pairs, ref)}
+def matched_paper_tests(evidence: Evidence, verdicts: SeedVerdicts) -> dict[str, PairedResult]:
+    """Paper 000 C.2's per-example test of every baseline against the reference, each pair's examples averaged over
+    the seeds both finished (one shared seed is enough: the test pairs examples, not seeds; all of each one's seeds
+    only when they share none), Holm over the baselines of each family (the study's own, the joined ones)."""
+    ref = verdicts.ref
+    baselines = [name for name in evidence.encodings if name != ref]
+    tests = {}
+    for family in verdicts.corrections(baselines):
+        pairs = {name: evidence.paired_examples(name, ref) for name in family}
+        tests.update({test.baseline: test for test in matched_paired_tests(pairs, ref)})
+    return tests
 
 
 def example_friedman(evidence: Evidence, order: list[str]) -> FriedmanResult | None:

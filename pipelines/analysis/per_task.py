@@ -36,7 +36,7 @@ from pipelines.analysis.results import (
     TaskTable,
     entries_with_intervals,
 )
-from pipelines.analysis.sequential import matched_scores, seed_verdicts
+from pipelines.analysis.sequential import SeedVerdicts, matched_scores, seed_verdicts
 from pipelines.analysis.stats import PairedResult, chance_normalised, matched_paired_tests, ranks
 from pipelines.experiment.config import datamodule_class
 from pipelines.runs.layout import is_derived
@@ -99,16 +99,37 @@ def _incomplete(evidence: Evidence | None, runs: list[LoadedRun]) -> dict[str, s
 
 
 def instance_tests(
-    domain: str, evidence: Evidence, runs: list[LoadedRun], chance: dict[str, float], ref: str
+    domain: str, evidence: Evidence, runs: list[LoadedRun], chance: dict[str, float], verdicts: SeedVerdicts
 ) -> dict[str, PairedResult]:
-    """Paper 000 C.2's per-example test of every baseline against `ref` over the test instances of every task, each
-    pair's instances averaged over the seeds both finished on every task (Evidence.paired_examples), Holm over the
-    baselines."""
+    """Paper 000 C.2's per-example test of every baseline against the reference over the test instances of every
+    task, each pair's instances averaged over the seeds both finished on every task (Evidence.paired_examples), Holm
+    over the baselines of each family (the study's own, the joined ones)."""
+    ref = verdicts.ref
     kept = {name: set(evidence.seeds_of(name)) for name in evidence.encodings}
     scored = [r for r in runs if not r.derived and r.seed in kept.get(r.encoding, ())]
     instances = per_instance_evidence(domain, evidence.metric, scored, chance)
-    pairs = {name: instances.paired_examples(name, ref) for name in instances.encodings if name != ref}
-    return {test.baseline: test for test in matched_paired_tests(pairs, ref)}
+    tests = {}
+    for family in verdicts.corrections([name for name in instances.encodings if name != ref]):
+        pairs = {name: instances.paired_examples(name, ref) for name in family}
+        tests.update({test.baseline: test for test in matched_paired_tests(pairs, ref)})
+    return tests
+
+
+def table_seeds(evidence: Evidence | None, verdicts: SeedVerdicts | None) -> dict[str, list[int]]:
+    """The seeds each encoding's cells of the task tables (bold, mean rank over the tasks) are over: the seeds every
+    one of the study's own encodings finished on every task (each one's own where none is common to all), and for an
+    encoding that joined the study, those of them it finished (its own where it finished none): a joined encoding
+    never changes the seeds the study's own cells are over."""
+    if evidence is None:
+        return {}
+    own = verdicts.corrections(evidence.encodings)[0] if verdicts is not None else list(evidence.encodings)
+    common = evidence.common_seeds(tuple(own))
+    seeds = {}
+    for name in evidence.encodings:
+        mine = evidence.seeds_of(name)
+        held = [seed for seed in common if seed in mine]
+        seeds[name] = (common or mine) if name in own else (held or mine)
+    return seeds
 
 
 def analyse_per_task(domain: str, runs: list[LoadedRun], ref: str | None, design: Design | None) -> DomainResult:
@@ -117,29 +138,26 @@ def analyse_per_task(domain: str, runs: list[LoadedRun], ref: str | None, design
         evidence = per_task_evidence(domain, datamodule.metric, runs)
     except FileNotFoundError:
         evidence = None
-    # the task tables (bold, mean rank over the tasks) compare every encoding on the seeds all of them finished on
-    # every task; each encoding's own seeds where no seed is common to all
-    common = evidence.common_seeds() if evidence else []
-    seeds = {name: common or evidence.seeds_of(name) for name in evidence.encodings} if evidence else {}
-    table = load_task_table(runs, seeds, datamodule.eval_split_names)
+    verdicts = seed_verdicts(evidence, ref, design) if evidence is not None else None
+    table = load_task_table(runs, table_seeds(evidence, verdicts), datamodule.eval_split_names)
     entries: dict[str, Entry] = {}
-    verdicts, matched = None, {}
+    matched = {}
     if evidence is not None:
         unknown = [t for t, c in table.chance.items() if math.isnan(c)]
         if unknown:
             raise ValueError(f"synthetic tasks without a chance level in their manifests: {', '.join(unknown)}")
-        verdicts = seed_verdicts(evidence, ref, design)
         matched = matched_scores(evidence, verdicts)
         rank = ranks(matched, lower_is_better=False)
         order = sorted(evidence.encodings, key=lambda name: (rank[name], name))
         paper = {}
         if verdicts.ref is not None:
-            paper = instance_tests(domain, evidence, runs, table.chance, verdicts.ref)
+            paper = instance_tests(domain, evidence, runs, table.chance, verdicts)
         entries = entries_with_intervals(
             {name: evidence.seed_averaged(name) for name in order},
             {name: evidence.seed_scores(name) for name in order},
             paper,
             verdicts.verdicts(),
+            verdicts.corrections(order)[0],
         )
     own = {name: evidence.seeds_of(name) for name in evidence.encodings} if evidence else {}
     used = [run for run in runs if run.finished and run.seed in own.get(run.encoding.split("+")[0], [])]
@@ -152,7 +170,7 @@ def analyse_per_task(domain: str, runs: list[LoadedRun], ref: str | None, design
         domain=domain,
         metric=datamodule.metric,
         preset=preset_of(runs),
-        seeds=seed_selection(runs, evidence),
+        seeds=seed_selection(runs, evidence, verdicts.corrections(evidence.encodings)[0] if verdicts else None),
         ref=verdicts.ref if verdicts else None,
         no_tests_reason=verdicts.no_tests_reason if verdicts else "No paired tests: no encoding finished every task.",
         entries=entries,
@@ -166,5 +184,5 @@ def analyse_per_task(domain: str, runs: list[LoadedRun], ref: str | None, design
         commits=commits(runs),
         matched=matched,
         # NLL past the training length: the region of the NLL domains (the default Metric's)
-        past_verdicts=past_length_verdicts(extrapolation, verdicts.ref if verdicts else None, Metric.equivalence),
+        past_verdicts=past_length_verdicts(extrapolation, verdicts, Metric.equivalence),
     )

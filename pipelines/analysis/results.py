@@ -177,12 +177,24 @@ def entries_with_intervals(
     seed_scores: dict[str, dict[int, float]],
     tests: dict[str, PairedResult],
     verdicts: dict[str, PairVerdict],
+    own: list[str] | None = None,
 ) -> dict[str, Entry]:
     """An Entry per encoding from its scores over the same blocks (examples or tasks, aligned), with the
-    within-example interval over the encodings compared together and the between-example t-interval."""
+    within-example interval and the between-example t-interval. The within-example interval normalises each example
+    over the encodings compared together: the study's `own` encodings (all when None), and an encoding that joined
+    the study over those and itself, so that no joined encoding moves the study's own intervals."""
     names = list(scores)
+    own = names if own is None else [name for name in names if name in own]
     matrix = np.array([scores[name] for name in names], dtype=float)
-    means, lo, hi = within_example_ci(matrix)
+    rows = [names.index(name) for name in own]
+    means, lo, hi = (np.empty(len(names)) for _ in range(3))
+    studied = within_example_ci(matrix[rows])
+    for k, row in enumerate(rows):
+        means[row], lo[row], hi[row] = (part[k] for part in studied)
+    for i, name in enumerate(names):
+        if name not in own:
+            joined = within_example_ci(matrix[[*rows, i]])
+            means[i], lo[i], hi[i] = (part[-1] for part in joined)
     entries = {}
     for i, name in enumerate(names):
         _, between_lo, between_hi = mean_ci(matrix[i])

@@ -7,9 +7,14 @@ alpha = 0.05. `make settle` adds seeds in a design fixed before the first look
 the spending.
 
 Every look is recomputed from the runs: the verdicts are a pure function of the evidence and the design, and a
-look counts only once the reference and every encoding it called for hold all its seeds. The family-wise error of
-this rule under the global null, and its power, are simulated in tests/test_verdict_simulations.py with the code's
-own `primary_family`.
+look counts only once the reference and every encoding it called for hold all its seeds. Each open pair carries its
+predictive power at the next look (plan_next_look), a planning figure.
+
+A study's figures are its own: under a design, the encodings that joined the study later are a family apart (their
+looks, their every-pair Holm, their pooled variance), and no figure of the study's own encodings reads a joined one
+(SeedVerdicts.members). The family-wise error of the rule under the global null, its power and the planning
+figure's calibration are simulated as make settle trains the design (tests/test_verdict_simulations.py,
+tests/test_settle_simulations.py, tests/test_moderated_simulations.py).
 """
 
 from __future__ import annotations
@@ -21,15 +26,18 @@ import numpy as np
 
 from pipelines.analysis.design import ALPHA, DEFAULT_REF, REF_RULES, Design, fixed_design
 from pipelines.analysis.matrix import Evidence
-from pipelines.analysis.moderated import Prior, blocked_prior
+from pipelines.analysis.moderated import MIN_ENCODINGS, MIN_SEEDS, Prior, blocked_prior, fit_prior
 from pipelines.analysis.stats import holm_adjust
 from pipelines.analysis.variance import variance_components
 from pipelines.analysis.verdict import (
     DECIDED,
+    OPEN,
+    Belief,
+    NextTest,
     PairVerdict,
     compare_pair,
-    conditional_power,
     futile,
+    predictive_power,
     seeds_needed,
     verdict_word,
 )
@@ -63,7 +71,7 @@ class Look:
                     "decision": [pair.decision_level, *pair.decision_interval()[1:]],
                     "df": pair.df,
                     "variance": pair.variance,
-                    "conditional_power": pair.conditional_power,
+                    "predictive_power": pair.predictive_power,
                 }
                 for name, pair in self.pairs.items()
             },
@@ -88,33 +96,46 @@ class FamilyResult:
 
 class Comparator:
     """Pair statistics over one Evidence. `blocked`: the pairs against a reference borrow strength for their seed
-    variance from the domain's other encodings (pipelines.analysis.moderated) where its rules allow."""
+    variance from the other encodings of their family (pipelines.analysis.moderated) where its rules allow."""
 
     def __init__(self, evidence: Evidence, blocked: bool = True) -> None:
         self.evidence = evidence
         self.blocked = blocked
-        self._priors: dict[tuple[tuple[int, ...], str], Prior] = {}
+        self._priors: dict[tuple, Prior] = {}
+        self._pairs: dict[tuple, PairVerdict] = {}
 
-    def prior(self, seeds: tuple[int, ...], ref: str) -> Prior:
-        """The blocked prior at `seeds` over the encodings that finished all of them, `ref` the reference (cached)."""
-        key = (tuple(seeds), ref)
+    def prior(self, seeds: tuple[int, ...], ref: str, pool: tuple[str, ...], min_seeds: int = MIN_SEEDS) -> Prior:
+        """The blocked prior at `seeds` over the encodings of `pool` (a family: its baselines and `ref`, the
+        reference) that finished all of them (cached; `min_seeds`: see blocked_prior). Only the family's own
+        encodings: an encoding of another family (one that joined the study) never moves this family's variances."""
+        key = (tuple(seeds), ref, tuple(sorted(pool)), min_seeds)
         if key not in self._priors:
             ev = self.evidence
-            names = [name for name in ev.encodings if set(seeds) <= set(ev.seeds_of(name))]
+            names = [name for name in ev.encodings if name in pool and set(seeds) <= set(ev.seeds_of(name))]
             columns = [ev.seeds.index(s) for s in seeds]
             table = np.array([ev.values[ev.encodings.index(name)][columns].mean(axis=1) for name in names])
             ref_row = names.index(ref) if ref in names else None
-            self._priors[key] = blocked_prior(table.reshape(len(names), len(seeds)), ref_row)
+            self._priors[key] = blocked_prior(table.reshape(len(names), len(seeds)), ref_row, min_seeds)
         return self._priors[key]
 
-    def pair(self, a: str, b: str, seeds: tuple[int, ...] | None = None, moderated: bool = False) -> PairVerdict:
-        """a against b on their finished seeds (those among `seeds` when given); `moderated`: b is the reference of
-        a family, and the pair's seed variance is moderated where the blocked analysis's rules allow."""
+    def pair(
+        self, a: str, b: str, seeds: tuple[int, ...] | None = None, pool: tuple[str, ...] | None = None
+    ) -> PairVerdict:
+        """a against b on their finished seeds (those among `seeds` when given; cached by the seeds each holds).
+        `pool`: b is the reference of the family whose encodings `pool` names (b included), and the pair's seed
+        variance is moderated toward theirs where the blocked analysis's rules allow; None: the pair's own variance."""
         ev = self.evidence
         sa, sb = ev.seeds_of(a, within=seeds), ev.seeds_of(b, within=seeds)
+        key = (a, b, tuple(sa), tuple(sb), None if pool is None else tuple(sorted(pool)))
+        if key not in self._pairs:
+            self._pairs[key] = self._compare(a, b, sa, sb, pool)
+        return self._pairs[key]
+
+    def _compare(self, a: str, b: str, sa: list[int], sb: list[int], pool: tuple[str, ...] | None) -> PairVerdict:
+        ev = self.evidence
         ia, ib = ev.encodings.index(a), ev.encodings.index(b)
         common = tuple(s for s in sa if s in sb)
-        prior = self.prior(common, b) if moderated and self.blocked and len(common) >= 2 else None
+        prior = self.prior(common, b, pool) if pool is not None and self.blocked and len(common) >= 2 else None
         return compare_pair(
             a,
             b,
@@ -129,27 +150,33 @@ class Comparator:
 
 
 def decide(pairs: list[PairVerdict], alpha: float, look: int | None, plan_seeds: bool = True) -> list[PairVerdict]:
-    """Holm over `pairs` at `alpha`, each pair's verdict word (verdict_word), the level of the interval it rests
-    on (PairVerdict.decision_level) and, when inconclusive (and `plan_seeds`), the seeds it would need to detect a
-    difference of the region's edge at the first Holm level."""
+    """Holm over the `pairs` that have a test at `alpha`, each pair's verdict word (verdict_word), the level of the
+    interval it rests on (PairVerdict.decision_level) and, when inconclusive (and `plan_seeds`), the seeds it would
+    need to detect a difference of the region's edge at the first Holm level. A pair without a test (one seed a
+    side, or one shared seed) is in no correction: it gets no Holm p and the word `open` (no verdict yet), and counting
+    it would only make the tested pairs' levels stricter (SPEC 3)."""
     if not pairs:
         return []
-    m = len(pairs)
-    raw = np.array([pair.p if math.isfinite(pair.p) else 1.0 for pair in pairs])
-    adjusted = holm_adjust(raw)
-    rank = np.empty(m, int)
-    rank[np.argsort(raw, kind="stable")] = np.arange(1, m + 1)
-    rejected = [math.isfinite(pair.p) and p < alpha for pair, p in zip(pairs, adjusted, strict=True)]
+    tested = [i for i, pair in enumerate(pairs) if math.isfinite(pair.p)]
+    m = len(tested)
+    raw = np.array([pairs[i].p for i in tested])
+    adjusted = np.full(len(pairs), math.nan)
+    rank = np.zeros(len(pairs), int)
+    if m:
+        adjusted[tested] = holm_adjust(raw)
+        rank[np.array(tested)[np.argsort(raw, kind="stable")]] = np.arange(1, m + 1)
     # Holm stops at the first rank it does not reject; every pair it leaves open has p >= that rank's level
-    stop = min((int(r) for r, done in zip(rank, rejected, strict=True) if not done), default=m + 1)
+    stop = min((int(rank[i]) for i in tested if not adjusted[i] < alpha), default=m + 1)
     decided = []
     for pair, p_holm, j in zip(pairs, adjusted, rank, strict=True):
-        p_holm = float(p_holm) if math.isfinite(pair.p) else math.nan
+        p_holm = float(p_holm)
         word = verdict_word(pair, p_holm, alpha)
         needed = None
-        if word == "inconclusive" and plan_seeds:
+        if word == "inconclusive" and plan_seeds and m:
             needed = seeds_needed(pair.region, pair.seed_sd, alpha / m, pair.paired)
-        if word == "equivalent":
+        if not math.isfinite(pair.p):
+            level = math.nan
+        elif word == "equivalent":
             level = 1 - 2 * alpha
         elif word in DECIDED:
             level = 1 - alpha / (m - int(j) + 1)
@@ -165,7 +192,7 @@ def decide(pairs: list[PairVerdict], alpha: float, look: int | None, plan_seeds:
                 look=look,
                 decision_level=level,
                 holm_rank=int(j),
-                family_size=m,
+                family_size=m if math.isfinite(pair.p) else 0,
             )
         )
     return decided
@@ -173,16 +200,23 @@ def decide(pairs: list[PairVerdict], alpha: float, look: int | None, plan_seeds:
 
 def primary_family(comparator: Comparator, design: Design, ref: str, plan_seeds: bool = True) -> FamilyResult:
     """Every baseline against `ref` under `design` (see the module docstring); `plan_seeds=False` leaves out the
-    seeds an inconclusive pair would need (simulations of the rule do not read them)."""
+    planning figures (the seeds an inconclusive pair would need, its predictive power at the next look: simulations
+    of the rule do not read them)."""
     ev = comparator.evidence
     baselines = [name for name in ev.encodings if name != ref and (not design.encodings or name in design.encodings)]
     return family_over(comparator, design, ref, baselines, plan_seeds)
 
 
 def family_over(
-    comparator: Comparator, design: Design, ref: str, baselines: list[str], plan_seeds: bool = True
+    comparator: Comparator,
+    design: Design,
+    ref: str,
+    baselines: list[str],
+    plan_seeds: bool = True,
+    predict: bool | None = None,
 ) -> FamilyResult:
-    """The design's looks over `baselines` against `ref` (see the module docstring), one family at alpha."""
+    """The design's looks over `baselines` against `ref` (see the module docstring), one family at alpha; `predict`
+    (by default as `plan_seeds`): each open pair's predictive power at the next look (plan_next_look)."""
     ev = comparator.evidence
     final: dict[str, PairVerdict] = {}
     looks: list[Look] = []
@@ -199,9 +233,8 @@ def family_over(
         # standing (a futility stop or an equivalence does not leave it; leaving would let the design choose a
         # smaller family from the data); a stopped or equivalent pair keeps its word unless a look rejects it
         family = [b for b in baselines if b not in final or final[b].verdict not in DECIDED]
-        decided = decide(
-            [comparator.pair(b, ref, seeds, moderated=True) for b in family], design.level, k + 1, plan_seeds
-        )
+        pool = (ref, *baselines)  # the family's own encodings: their variances alone are pooled
+        decided = decide([comparator.pair(b, ref, seeds, pool) for b in family], design.level, k + 1, plan_seeds)
         last = not design.sequential or k == len(design.looks) - 1
         for pair in decided:
             before = final.get(pair.a)
@@ -217,16 +250,18 @@ def family_over(
                     decision_level=level,
                 )
                 continue
-            if design.sequential and pair.verdict == "inconclusive":
-                # at the look's first Holm level: planning (the power at the cap if the current estimate were true)
-                # and the design's futility rule
+            if design.sequential and not last and pair.verdict == "inconclusive":
+                # the design's futility rule, at the look's first Holm level (the power at the cap were the true Δ
+                # its 95% interval's far end)
                 cap, first_level = design.looks[-1], design.level / len(decided)
-                pair = replace(pair, conditional_power=conditional_power(pair, cap, first_level))
-                if not last and futile(pair, design.futility, cap, first_level):
+                if futile(pair, design.futility, cap, first_level):
                     pair = replace(pair, verdict="stopped", seeds_needed=None)
             final[pair.a] = pair
         look = Look(k + 1, tuple(seeds or ev.seeds), design.level, {b: final[b] for b in family})
         look.calls_for = [] if last else [b for b in family if final[b].verdict == "inconclusive"]
+        if look.calls_for and (plan_seeds if predict is None else predict):
+            plan_next_look(comparator, design, k, ref, final, decided, look.calls_for, baselines)
+            look.pairs = {b: final[b] for b in family}
         looks.append(look)
         active = set(look.calls_for)
         if not active:
@@ -234,12 +269,86 @@ def family_over(
     return FamilyResult(ref, design, {b: final[b] for b in baselines if b in final}, looks, next_runs)
 
 
-def every_pair(comparator: Comparator, alpha: float = ALPHA) -> list[PairVerdict]:
+def plan_next_look(
+    comparator: Comparator,
+    design: Design,
+    k: int,
+    ref: str,
+    final: dict[str, PairVerdict],
+    tested: list[PairVerdict],
+    open_pairs: list[str],
+    baselines: list[str],
+) -> None:
+    """Planning, not evidence: each open pair's predictive power at the design's next look (k + 1, 0-based), set in
+    `final`: the probability that the look's test shows it different, over the Δ and seed SD its seeds so far make
+    plausible (verdict.predictive_power, under what the look's pairs together say: family_belief). The test is the
+    one the next look will run as far as this look can tell (next_test), at the level Holm will test it at: its
+    alpha over the pairs the family will hold less those expected to be shown different before it (the other open
+    pairs' predictive powers at Holm's first level, summed)."""
+    family_size = sum(final[b].verdict not in DECIDED for b in baselines)
+    test = next_test(comparator, design, k, ref, open_pairs, family_size)
+    belief = family_belief(tested)
+
+    def power(name: str, alpha: float) -> float:
+        pair = final[name]
+        return predictive_power(len(pair.seeds_a), pair.delta, pair.own_sd, replace(test, alpha=alpha), belief)
+
+    first = {name: power(name, test.alpha) for name in open_pairs}
+    expected = sum(value for value in first.values() if math.isfinite(value))
+    for name in open_pairs:
+        ahead = expected - (first[name] if math.isfinite(first[name]) else 0.0)
+        final[name] = replace(final[name], predictive_power=power(name, design.level / max(1.0, family_size - ahead)))
+
+
+def family_belief(pairs: list[PairVerdict]) -> Belief:
+    """What the pairs one look tested say about any one of them before its own seeds (verdict.Belief), by the
+    method of moments: the spread of the true differences, the mean of Δ^2 - se^2 (each Δ's square overstates its
+    true one's by se^2 on average), at least 0; and the prior of a pair's variance of seed differences, limma's fit
+    to the pairs' own variances (moderated.fit_prior). Without them a flat prior took a chance extreme for an
+    effect: under the global null, pairs shown at 0.5-0.9 were decided 2% of the time."""
+    tested = [pair for pair in pairs if math.isfinite(pair.contrast.se) and pair.paired]
+    if len(tested) < 2:
+        return Belief()
+    spread = max(0.0, float(np.mean([pair.delta**2 - pair.contrast.se**2 for pair in tested])))
+    raw = np.array([pair.own_sd**2 for pair in tested])
+    if np.any(raw <= 0) or len({len(pair.seeds_a) for pair in tested}) > 1:
+        return Belief(spread)
+    d0, s0_squared = fit_prior(raw, len(tested[0].seeds_a) - 1.0)
+    return Belief(spread, d0, s0_squared)
+
+
+def next_test(
+    comparator: Comparator, design: Design, k: int, ref: str, open_pairs: list[str], family_size: int
+) -> NextTest:
+    """The test the next look (k + 1) will run on each open pair, forecast from look k: its seeds, its first Holm
+    level (alpha over `family_size`), and the prior of the encodings that will hold its seeds (the reference and
+    `open_pairs`, as make settle trains them) fitted on look k's seeds, where the blocked analysis's rules (but the
+    number of seeds, which the next look will have) hold: pipelines.analysis.moderated."""
+    seeds = len(design.look_seeds(k + 1))
+    level = design.level / family_size
+    if seeds < MIN_SEEDS or len(open_pairs) + 1 < MIN_ENCODINGS:
+        return NextTest(seeds, level)
+    prior = comparator.prior(design.look_seeds(k), ref, (ref, *open_pairs), min_seeds=2)
+    if not prior.used:
+        return NextTest(seeds, level)
+    return NextTest(seeds, level, prior.d0, prior.s0_squared, float(len(open_pairs) * (seeds - 1)))
+
+
+def every_pair(
+    comparator: Comparator, alpha: float = ALPHA, members: tuple[str, ...] | None = None
+) -> list[PairVerdict]:
     """The secondary family: every pair of encodings (a before b in the evidence's order), each on the seeds both
-    finished, Holm over all pairs at `alpha` (fixed sample; not part of any sequential design)."""
+    finished, Holm at `alpha` (fixed sample; not part of any sequential design). With `members` (a study's own
+    encodings), the pairs among them are one family and every pair with an encoding that joined the study another:
+    no joined encoding changes a correction of the study's own pairs."""
     names = comparator.evidence.encodings
     pairs = [comparator.pair(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
-    return decide(pairs, alpha, None)
+    if members is None:
+        return decide(pairs, alpha, None)
+    own = [pair.a in members and pair.b in members for pair in pairs]
+    decided = iter(decide([pair for pair, mine in zip(pairs, own, strict=True) if mine], alpha, None))
+    joined = iter(decide([pair for pair, mine in zip(pairs, own, strict=True) if not mine], alpha, None))
+    return [next(decided) if mine else next(joined) for mine in own]
 
 
 @dataclass
@@ -257,6 +366,17 @@ class SeedVerdicts:
     ref_note: str = ""  # how the reference was chosen (REF_RULES, or why another than the default)
     joined: FamilyResult | None = None
     provisional: dict[str, PairVerdict] = field(default_factory=dict)
+    # the study's own encodings (a design's recorded baselines and its reference), whose figures no joined encoding
+    # changes; None: every encoding is the study's (no design, or one that records no membership)
+    members: tuple[str, ...] | None = None
+
+    def corrections(self, names) -> list[list[str]]:
+        """`names` as the families each correction runs over: the study's own encodings, then those that joined it
+        (a Holm correction over both would let a joined encoding move the study's own p-values); one family
+        without a membership. Empty families are left out."""
+        own = [name for name in names if self.members is None or name in self.members]
+        joined = [name for name in names if name not in own]
+        return [family for family in (own, joined) if family]
 
     def verdicts(self) -> dict[str, PairVerdict]:
         """Every baseline's verdict against the reference: the design's family, the joined one, the provisional."""
@@ -264,6 +384,16 @@ class SeedVerdicts:
         out.update(self.joined.verdicts if self.joined else {})
         out.update(self.provisional)
         return out
+
+    def looks_record(self) -> dict:
+        """What a settle record holds beside its design, recomputed from the evidence: the design's looks, the
+        joined family's, and the runs the next look needs (pipelines.settle.record; make publish writes it into the
+        study's record so that the record and the report never disagree)."""
+        return {
+            "looks": [look.to_json() for look in self.family.looks] if self.family else [],
+            "joined_looks": [look.to_json() for look in self.joined.looks] if self.joined else [],
+            "next_runs": [f"{name}/seed{seed}" for name, seed in self.next_runs],
+        }
 
     @property
     def next_runs(self) -> list[tuple[str, int]]:
@@ -316,7 +446,7 @@ def joined_verdicts(
         pair = comparator.pair(name, ref)
         held = len(set(comparator.evidence.seeds_of(name)) & first)
         scope = f"below the design's first look: {held} of {len(first)} seeds, no verdict yet"
-        provisional[name] = replace(pair, scope=scope, alpha=design.level)
+        provisional[name] = replace(pair, scope=scope, alpha=design.level, verdict=OPEN)
     # the runs those below the first look need next: its seeds they lack
     lacking = [(name, s) for name in below for s in design.look_seeds(0) if s not in comparator.evidence.seeds_of(name)]
     if lacking:
@@ -328,21 +458,16 @@ def joined_verdicts(
 def seed_verdicts(evidence: Evidence, ref: str | None, design: Design | None) -> SeedVerdicts:
     """The verdicts of a domain. The reference: the design's, else `ref` (given), else DEFAULT_REF when it has
     finished runs, else fallback_reference: never chosen by its score. A design (from make settle) makes the primary
-    family sequential; encodings outside its family get their own (joined_verdicts)."""
-    try:
-        variance: dict[str, float] | str = variance_components(evidence.complete())
-    except ValueError:
-        variance = (
-            f"not estimated: needs at least 2 encodings x 2 seeds every encoding finished x 2 {evidence.blocks}s; "
-            f"here {len(evidence.encodings)} x {len(evidence.common_seeds())} x {len(evidence.example_ids)}"
-        )
+    family sequential; encodings outside its family get their own (joined_verdicts), and every figure of the
+    study's own encodings (its every-pair family, its variance components) is computed from them alone."""
     if len(evidence.encodings) < 2:
-        return SeedVerdicts(None, "No paired tests: only one encoding has finished runs.", None, [], variance)
+        reason = "No paired tests: only one encoding has finished runs."
+        return SeedVerdicts(None, reason, None, [], components(evidence))
     chosen = (design.ref if design else None) or ref
     if chosen is not None and chosen not in evidence.encodings:
         why = "the design's" if design and design.ref else "given"
         reason = f"No paired tests: `{chosen}` ({why}) has no finished run here; choose one with `--ref`."
-        return SeedVerdicts(None, reason, None, [], variance)
+        return SeedVerdicts(None, reason, None, [], components(evidence))
     if design is not None:
         note = REF_RULES[design.ref_rule]
     elif chosen is not None:
@@ -353,28 +478,39 @@ def seed_verdicts(evidence: Evidence, ref: str | None, design: Design | None) ->
         chosen = fallback_reference(evidence)
         note = f"the first encoding of the roster order with runs: `{DEFAULT_REF}`, the default, has none here"
     comparator = Comparator(evidence)
-    joined, provisional = None, {}
+    joined, provisional, own = None, {}, None
     if design is not None and design.sequential:
         members, newcomers = design_members(evidence, design, chosen)
         family = family_over(comparator, design, chosen, members)
         joined, provisional = joined_verdicts(comparator, design, chosen, newcomers)
+        own = (chosen, *members)
     else:
         family = primary_family(comparator, design or fixed_design(evidence.seeds, chosen), chosen)
-    pairs = every_pair(comparator)
-    return SeedVerdicts(chosen, None, family, pairs, variance, comparator, note, joined, provisional)
+    pairs = every_pair(comparator, members=own)
+    studied = evidence if own is None else evidence.only(own)
+    return SeedVerdicts(
+        chosen, None, family, pairs, components(studied), comparator, note, joined, provisional, members=own
+    )
+
+
+def components(evidence: Evidence) -> dict[str, float] | str:
+    """The variance components of the seeds every encoding of `evidence` finished, or why they are not estimated."""
+    try:
+        return variance_components(evidence.complete())
+    except ValueError:
+        return (
+            f"not estimated: needs at least 2 encodings x 2 seeds every encoding finished x 2 {evidence.blocks}s; "
+            f"here {len(evidence.encodings)} x {len(evidence.common_seeds())} x {len(evidence.example_ids)}"
+        )
 
 
 def matched_scores(evidence: Evidence, verdicts: SeedVerdicts) -> dict[str, float]:
-    """What ranks a domain's encodings (DomainResult.matched): each encoding's Δ to the reference on the seeds both
-    finished (its verdict's Δ where it has one: the Δ its table row shows), the reference 0. Without a reference:
-    each encoding's score on the seeds every encoding finished (its own seeds when none is common to all)."""
+    """What ranks a domain's encodings (DomainResult.matched): each encoding's Δ to the reference over every seed
+    both finished (SPEC 3; a verdict decided at an earlier look rests on that look's seeds, and its table row shows
+    that Δ), the reference 0. Without a reference: each encoding's score on the seeds every encoding finished (its
+    own seeds when none is common to all)."""
     if verdicts.ref is None or verdicts.comparator is None:
         common = tuple(evidence.common_seeds())
         return {name: evidence.score(name, within=common or None) for name in evidence.encodings}
-    ref, family = verdicts.ref, verdicts.verdicts()
-    return {
-        name: 0.0
-        if name == ref
-        else (family[name].delta if name in family else verdicts.comparator.pair(name, ref).delta)
-        for name in evidence.encodings
-    }
+    ref = verdicts.ref
+    return {name: 0.0 if name == ref else verdicts.comparator.pair(name, ref).delta for name in evidence.encodings}

@@ -15,14 +15,16 @@ For a pair (a, b), d = score(a) - score(b) in the metric's units (NLL: negative 
   Δ +- t(df) se, df = n - 1 (paired) or min(n_a, n_b) - 1 (unpaired). Its coverage at 3, 5 and 10 seeds is simulated in
   tests/test_verdict_simulations.py (0.95 when the per-seed differences are close to normal, which averaging over
   the test examples makes them).
-- p: the two-sided t-test of Δ = 0 on the same df (scipy's ttest_rel / ttest_ind(equal_var=False)).
+- p: the two-sided t-test of Δ = 0 on the same se and df (paired: scipy's ttest_rel; unpaired: the statistic of
+  scipy's ttest_ind(equal_var=False) on min(n_a, n_b) - 1 df, not its Welch-Satterthwaite df).
 - p_tost: two one-sided t-tests of |Δ| >= r (the region of practical equivalence, `Metric.equivalence`) on the same
   se and df: p_tost = max(P(T >= (Δ + r)/se), P(T <= (Δ - r)/se)). Equivalence at level alpha is p_tost < alpha,
   which is the (1 - 2 alpha) t-interval lying inside +-r.
 - P(a better than b): paired, the share of seeds where a beats b (ties 1/2) with the Clopper-Pearson interval of that
   share (ties counted as losses for the lower bound and wins for the upper); unpaired, U / (n_a n_b) (rliable's
   definition), without an interval.
-- the word: `equivalent` when TOST rejects at the family's level (not Holm-adjusted: each equivalence claim is its
+- the word: `open` when the pair has no test (one seed a side, one shared seed: no verdict yet, in no correction);
+  `equivalent` when TOST rejects at the family's level (not Holm-adjusted: each equivalence claim is its
   own test at that level; it wins over a difference shown inside the region, which is practically none), else
   `better` / `worse` when the difference test rejects at the family's Holm-adjusted level, else `inconclusive`;
   under a make-settle design a pair stopped with |Δ| inside the region but not shown equivalent is `stopped` (a
@@ -49,7 +51,10 @@ LEVEL = 0.95  # the interval every table shows beside Δ
 POWER = 0.8  # the power `seeds_needed` plans for
 MAX_SEEDS_NEEDED = 1000  # beyond this, seeds_needed reports "more than" this
 
-VERDICTS = ("better", "worse", "equivalent", "stopped", "inconclusive")
+VERDICTS = ("better", "worse", "equivalent", "stopped", "inconclusive", "open")
+# no verdict yet: a pair without a test (one seed a side, or one shared seed), or an encoding that joined a designed
+# study below its first look (pipelines.analysis.sequential.joined_verdicts); never counted in a correction
+OPEN = "open"
 DECIDED = ("better", "worse")  # a difference shown: the pair leaves the family at later looks
 FUTILITY_POWER = 0.1  # futility: conditional power at the cap below this, even at the interval's far end
 STOPPED_WORDS = "stopped for futility, not shown equivalent"  # how reports spell a futility stop
@@ -122,8 +127,8 @@ def seed_contrast(a: np.ndarray, b: np.ndarray, paired: bool) -> SeedContrast:
 
 def seed_level_test(a: np.ndarray, b: np.ndarray, paired: bool) -> tuple[float, float, float]:
     """(t, df, two-sided p) of the seed-level test on per-seed scores: paired t on a - b (scipy's ttest_rel), or
-    Welch's t (ttest_ind, equal_var=False). Zero spread: equal means give t = 0, p = 1; unequal, t = +-inf, p = 0.
-    Fewer than 2 seeds a side (paired: 2 pairs): nan."""
+    Welch's t (ttest_ind(equal_var=False)'s statistic) on min(n_a, n_b) - 1 df (seed_contrast). Zero spread: equal
+    means give t = 0, p = 1; unequal, t = +-inf, p = 0. Fewer than 2 seeds a side (paired: 2 pairs): nan."""
     contrast = seed_contrast(a, b, paired)
     t, p = contrast.t_and_p()
     return t, contrast.df, p
@@ -221,6 +226,7 @@ class PairVerdict:
     region: float  # half width of the region of practical equivalence
     higher_is_better: bool
     variance: str = "per-pair"  # how the seed variance was estimated (pipelines.analysis.moderated.Prior.describe)
+    own_sd: float = math.nan  # the SD of the pair's own seed differences (paired), before any moderation
     # set by the family (pipelines.analysis.sequential.decide)
     p_holm: float = math.nan
     alpha: float = math.nan  # the level this verdict was decided at
@@ -232,7 +238,8 @@ class PairVerdict:
     decision_level: float = math.nan
     holm_rank: int = 0  # 1-based rank of its raw p in the family (0: not in a family)
     family_size: int = 0
-    conditional_power: float = math.nan  # planning: the power at the design's cap under the current estimate
+    # planning: the probability that the design's next look shows the pair different (predictive_power)
+    predictive_power: float = math.nan
     # outside a published design's own family (pipelines.analysis.sequential.seed_verdicts): "" (in it, or no
     # design), "joined" (an encoding that joined the study: its own family over the design's looks), or why the
     # pair is a fixed-sample comparison ("below the design's first look: 2 of 3 seeds")
@@ -259,21 +266,32 @@ class PairVerdict:
         return self.contrast.interval(level)
 
     def decision_interval(self) -> tuple[float, float, float]:
-        """(level, lo, hi): the interval the verdict rests on, at `decision_level` (it excludes 0 exactly when the
-        word is better or worse: Holm's level at the pair's rank; the (1 - 2 alpha) interval TOST used for an
-        `equivalent` pair); the LEVEL interval for a pair no family decided."""
+        """(level, lo, hi): the interval the verdict rests on, at `decision_level` (Holm's level at the pair's
+        rank, so that it excludes 0 exactly when the word is better or worse; for an `equivalent` pair the (1 - 2
+        alpha) interval TOST used, inside the region, which may exclude 0 without a difference being shown); the
+        LEVEL interval for a pair no family decided."""
         if math.isfinite(self.decision_level):
             return (self.decision_level, *self.interval(self.decision_level))
         return LEVEL, self.ci_lo, self.ci_hi
 
     def decision_label(self) -> str:
-        """How its level was set, e.g. '98.9%: alpha 0.0125, Holm rank 3 of 12'."""
+        """How its level was set, e.g. '98.9%: alpha 0.0125, Holm rank 3 of 12'; an equivalent pair's names the
+        region its interval lies in ('90%: TOST at alpha 0.05, inside ±0.005': an unadjusted interval, which may
+        exclude 0 where the difference is shown too small to matter)."""
         if not math.isfinite(self.decision_level):
             return f"{LEVEL:.0%}"
-        level = f"{100 * self.decision_level:.3g}%"
+        level = level_text(self.decision_level)
         if self.verdict == "equivalent":
-            return f"{level}: TOST at alpha {self.alpha:.4g}"
+            return f"{level}: TOST at alpha {self.alpha:.4g}, inside ±{self.region:g}"
         return f"{level}: alpha {self.alpha:.4g}, Holm rank {self.holm_rank} of {self.family_size}"
+
+
+def level_text(level: float) -> str:
+    """A confidence level in percent with the significant digits that keep it below 100% (99.98%, never "100%")."""
+    digits = 3
+    while digits < 12 and f"{100 * level:.{digits}g}" == "100" and level < 1:
+        digits += 1
+    return f"{100 * level:.{digits}g}%"
 
 
 def compare_pair(
@@ -302,6 +320,7 @@ def compare_pair(
         seeds_a = seeds_b = common
     means_a, means_b = values_a.mean(axis=1), values_b.mean(axis=1)
     contrast = seed_contrast(means_a, means_b, paired)
+    own_sd = contrast.sd if paired else math.nan
     variance = "per-pair"
     if prior is not None and paired and prior.seeds == len(common) and math.isfinite(contrast.sd):
         variance = prior.describe()
@@ -332,6 +351,7 @@ def compare_pair(
         region=region,
         higher_is_better=higher_is_better,
         variance=variance,
+        own_sd=own_sd,
     )
 
 
@@ -361,6 +381,110 @@ def conditional_power(pair: PairVerdict, cap: int, alpha: float, effect: float |
     return float(special.ndtr((final - edge) / spread) + special.ndtr((-final - edge) / spread))
 
 
+@functools.cache
+def _quantile_nodes(nodes: int = 48) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss-Legendre nodes on (0, 1) and their weights (summing to 1): an integral over a distribution's quantiles."""
+    x, w = np.polynomial.legendre.leggauss(nodes)
+    return (x + 1) / 2, w / 2
+
+
+@functools.cache
+def _chi2_over_df(df: float) -> tuple[np.ndarray, np.ndarray]:
+    """(chi2(df) / df at the quadrature's nodes, their weights); one node at 1 for an infinite df."""
+    if math.isinf(df):
+        return np.ones(1), np.ones(1)
+    u, weight = _quantile_nodes()
+    return 2 * special.gammaincinv(df / 2, u) / df, weight
+
+
+@dataclass(frozen=True)
+class NextTest:
+    """The test a design's next look will run on a pair, as far as the current look can tell: on `seeds` seeds at
+    level `alpha`; the per-pair t-test (d0 = 0), or the moderated one of a prior with d0 and s0^2 whose df are
+    capped at `residual_df` (pipelines.analysis.moderated)."""
+
+    seeds: int
+    alpha: float
+    d0: float = 0.0
+    s0_squared: float = math.nan
+    residual_df: float = math.inf
+
+
+@dataclass(frozen=True)
+class Belief:
+    """What a family's pairs together say about one pair's true Δ and seed variance, before its own seeds: Δ ~ N(0,
+    `spread`) (infinite: flat), and the variance of a seed difference scaled inverse chi-square with `variance_df`
+    df and scale `variance` (0 df: the reference prior 1 / sigma^2). pipelines.analysis.sequential.family_belief
+    fits them by the method of moments across the family's pairs."""
+
+    spread: float = math.inf
+    variance_df: float = 0.0
+    variance: float = math.nan
+
+
+def predictive_power(n: int, delta: float, sd: float, test: NextTest, belief: Belief = Belief()) -> float:
+    """Planning, not evidence: the probability that `test` (the next look's two-sided t-test of Δ = 0) rejects,
+    given the pair's n seed differences so far (mean `delta`, SD `sd`), averaged over what Δ and the pair's seed
+    variance sigma^2 may be (Bayesian predictive power) under `belief`: given the seeds so far, sigma^2 ~ df_post v
+    / chi2(df_post) with df_post = variance_df + n - 1 and v = (variance_df variance + (n - 1) sd^2) / df_post
+    (infinite variance_df: sigma^2 = variance), and Δ ~ N(B delta, B sigma^2 / n), B = spread / (spread + sigma^2 /
+    n) (1 when flat); the m = N - n new differences ~ N(Δ, sigma^2).
+
+    Exact up to quadrature: the new differences' mean is mu + s z with z ~ N(0, 1) (mu = B delta,
+    s^2 = sigma^2 (1 / m + B / n)) and W ~ chi2(m - 1) their own sum of squares over sigma^2; the final mean is
+    (n delta + m (mu + s z)) / N and the final sum of squares (n - 1) sd^2 + sigma^2 W + (n m / N) (mu - delta + s
+    z)^2, and the test rejects where N mean^2 exceeds c^2 times its variance (per pair: the final sum of squares
+    over N - 1; moderated: (d0 2 s0^2 + that sum) / (d0 + N - 1), or 2 s0^2 at d0 = inf), c its t quantile: where a
+    quadratic in z is positive, whose normal probability is closed form. sigma^2 and W are integrated over their
+    quantiles (Gauss-Legendre). nan when it cannot be computed (fewer than 2 seeds, no spread, no seed to come)."""
+    total, nu, d0 = test.seeds, n - 1, test.d0
+    m = total - n
+    if not (n >= 2 and m >= 1 and math.isfinite(sd) and math.isfinite(delta)):
+        return math.nan
+    if math.isinf(belief.variance_df):
+        posterior_df, posterior = math.inf, belief.variance
+    else:
+        posterior_df = belief.variance_df + nu
+        posterior = ((belief.variance_df * belief.variance if belief.variance_df else 0.0) + nu * sd**2) / posterior_df
+    if not posterior > 0:
+        return math.nan
+    r, r_weight = _chi2_over_df(posterior_df)  # posterior / sigma^2 at its quantiles
+    # W: the new differences' own sum of squares over sigma^2 (it does not enter a test whose variance is 2 s0^2)
+    w, w_weight = _chi2_over_df(m - 1) if m > 1 and not math.isinf(d0) else (np.ones(1), np.ones(1))
+    sigma2, w = posterior / r[:, None], w[None, :] * (m - 1)
+    spread = belief.spread
+    shrink = np.ones_like(sigma2) if math.isinf(spread) else spread / (spread + sigma2 / n)
+    mu, s = shrink * delta, np.sqrt(sigma2 * (1 / m + shrink / n))
+    # the final mean p + q z, and h (g + s z)^2 the part of the final sum of squares the new mean moves
+    p, q, h, g = (n * delta + m * mu) / total, m * s / total, n * m / total, mu - delta
+    if math.isinf(d0):  # the moderated variance is 2 s0^2 whatever the seeds: reject where N mean^2 > c^2 2 s0^2
+        c2 = float(special.stdtrit(test.residual_df, 1 - test.alpha / 2)) ** 2
+        quad, lin, const = total * q * q, 2 * total * p * q, total * p * p - c2 * 2 * test.s0_squared
+    else:  # reject where N K mean^2 > c^2 (d0 2 s0^2 + final sum of squares), K = d0 + N - 1
+        c2 = float(special.stdtrit(min(d0 + total - 1, test.residual_df), 1 - test.alpha / 2)) ** 2
+        k, prior_part = d0 + total - 1, (d0 * 2 * test.s0_squared if d0 else 0.0)
+        quad = total * k * q * q - c2 * h * s * s
+        lin = 2 * total * k * p * q - 2 * c2 * h * g * s
+        const = total * k * p * p - c2 * (prior_part + nu * sd**2 + sigma2 * w + h * g * g)
+    mass = _normal_mass_where_positive(quad, lin, const)
+    return float((mass * r_weight[:, None] * w_weight[None, :]).sum())
+
+
+def _normal_mass_where_positive(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """P(a z^2 + b z + c > 0) for z ~ N(0, 1), elementwise: outside the roots where a > 0, between them where a < 0,
+    a half line where a = 0."""
+    a, b, c = np.broadcast_arrays(*(np.asarray(x, float) for x in (a, b, c)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        disc = b * b - 4 * a * c
+        root = np.sqrt(np.maximum(disc, 0.0))
+        one, two = (-b - root) / (2 * a), (-b + root) / (2 * a)
+        between = special.ndtr(np.maximum(one, two)) - special.ndtr(np.minimum(one, two))
+        quadratic = np.where(disc <= 0, (a > 0).astype(float), np.where(a > 0, 1 - between, between))
+        # a = 0: b z + c > 0, z beyond -c / b on b's side
+        linear = np.where(b != 0, special.ndtr(c / np.abs(b)), (c > 0).astype(float))
+    return np.where(a == 0, linear, quadratic)
+
+
 def futile(pair: PairVerdict, rule: str, cap: int, alpha: float) -> bool:
     """Whether an open pair stops for futility under a design's rule (pipelines.analysis.design.FUTILITY_RULES).
     "interval": even if the true Δ were the end of the pair's 95% interval farthest from 0, the test at the cap
@@ -375,9 +499,11 @@ def futile(pair: PairVerdict, rule: str, cap: int, alpha: float) -> bool:
 
 
 def verdict_word(pair: PairVerdict, p_holm: float, alpha: float) -> str:
-    """equivalent when TOST rejects |Δ| >= region at `alpha` (whether or not the difference test also rejects: a
-    difference shown to be inside the region is practically none); else better / worse when the difference test
-    rejects at `alpha` after Holm; else inconclusive."""
+    """open when the pair has no test (no verdict yet); equivalent when TOST rejects |Δ| >= region at `alpha`
+    (whether or not the difference test also rejects: a difference shown to be inside the region is practically
+    none); else better / worse when the difference test rejects at `alpha` after Holm; else inconclusive."""
+    if not (math.isfinite(pair.p) or math.isfinite(pair.p_tost)):
+        return OPEN
     if math.isfinite(pair.p_tost) and pair.p_tost < alpha:
         return "equivalent"
     if math.isfinite(p_holm) and p_holm < alpha and pair.delta != 0:

@@ -6,7 +6,7 @@ the domain's verdicts; summary.md, each domain's summary.md and the study page p
 from __future__ import annotations
 
 from pipelines.analysis.results import DomainResult
-from pipelines.analysis.verdict import PairVerdict
+from pipelines.analysis.verdict import OPEN, PairVerdict
 from pipelines.report.cost import cost_phrase
 from pipelines.report.looks import runs_needed
 from pipelines.report.verdicts import capped
@@ -63,6 +63,9 @@ def answer_text(result: DomainResult) -> str:
     still = [pair for pair in by_word.get("inconclusive", []) if pair.a not in joined]
     if still:
         parts.append(f"open: {_names(still, False)}")
+    untested = [pair for pair in by_word.get(OPEN, []) if pair.a not in joined]
+    if untested:
+        parts.append(f"no test yet (one seed): {_names(untested, False)}")
     open_joined = [pair for pair in by_word.get("inconclusive", []) if pair.a in joined]
     if open_joined:
         looks = sorted({pair.look for pair in open_joined if pair.look})

@@ -22,6 +22,7 @@ VERDICT_COLOURS = {
     "equivalent": "#0969da",
     "stopped": "#8250df",
     "inconclusive": "#57606a",  # 4.5:1 or more on the page's panels (#6e7781 was 4.27:1)
+    "open": "#57606a",  # no verdict yet (no test, or below a design's first look)
 }
 VERDICT_SHAPES = {  # shape as well as colour: a verdict is never told by colour alone
     "better": "triangle-up",
@@ -29,6 +30,7 @@ VERDICT_SHAPES = {  # shape as well as colour: a verdict is never told by colour
     "equivalent": "square",
     "stopped": "diamond",
     "inconclusive": "circle",
+    "open": "cross",
 }
 
 

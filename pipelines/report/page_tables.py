@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 
 from pipelines.analysis.results import DomainResult
 from pipelines.analysis.study import Study
+from pipelines.analysis.verdict import level_text
 from pipelines.report.verdicts import STOPPED_WORDS, capped, family_of, verdict_label
 
 
@@ -160,7 +161,7 @@ def _decision_text(record: dict, digits: int) -> str:
     """The decision interval, the one the verdict rests on, with its level: "[lo, hi] 99.9%"."""
     text = interval_text(record.get("decision_lo"), record.get("decision_hi"), digits, signed=True)
     level = record.get("decision_level")
-    return f"{text} {100 * level:.3g}%" if text and isinstance(level, float) else text
+    return f"{text} {level_text(level)}" if text and isinstance(level, float) else text
 
 
 def _t_interval_title(record: dict, digits: int) -> str:
@@ -174,7 +175,7 @@ def _t_interval_title(record: dict, digits: int) -> str:
 
 
 # the verdict column sorts from what is best for the encoding to what is worst, not alphabetically
-VERDICT_ORDER = {"better": 0, "reference": 1, "equivalent": 2, "inconclusive": 3, "stopped": 4, "worse": 5}
+VERDICT_ORDER = {"better": 0, "reference": 1, "equivalent": 2, "inconclusive": 3, "open": 3, "stopped": 4, "worse": 5}
 SORTS_BETTER_FIRST = "; sorting puts the better first, in each domain's own direction, within each domain"
 
 

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from domains.atomic import write_text
+from pipelines.analysis.verdict import level_text
 from pipelines.report.markdown import fmt_mean_rank, markdown_table
 from pipelines.report.page_tables import interval_text, number_text, p_cell
 from pipelines.report.paper_claims import READERS_NAMES, claims_rows
@@ -153,7 +154,7 @@ def verdicts_table(summary: dict, domain: str) -> list[str]:
         decision = interval_text(record.get("decision_lo"), record.get("decision_hi"), digits, signed=True)
         level = record.get("decision_level")
         delta = f"{number_text(record['delta'], digits, signed=True)} {decision}"
-        delta += f" ({100 * level:.3g}%)" if isinstance(level, float) else ""
+        delta += f" ({level_text(level)})" if isinstance(level, float) else ""
         p_better = f"{record['p_better']:.2f} {interval_text(record['p_better_lo'], record['p_better_hi'], 2)}"
         row += [str(record["pair_seeds"]), delta, p_better, p_cell(record["seed_p_holm"]), p_cell(record["p_tost"])]
         rows.append([*row, verdict_words(entry, record)])

@@ -58,7 +58,8 @@ def interval_text(lo: float, hi: float, digits: int, region: float | None = None
 
 def delta_cell(pair: PairVerdict, digits: int) -> str:
     """Δ with the interval the verdict rests on first, its level and how it was set named (it excludes 0 exactly
-    when the word is better or worse), then the marginal 95% t-interval, labelled."""
+    when the word is better or worse, but for an equivalent pair's, TOST's inside the region), then the marginal 95%
+    t-interval, labelled."""
     level, lo, hi = pair.decision_interval()
     text = f"{pair.delta:+.{digits}f} {interval_text(lo, hi, digits, pair.region)}"
     if level != LEVEL:
@@ -90,12 +91,13 @@ def verdict_label(pair: PairVerdict, family: FamilyResult | None) -> str:
 
 
 def seeds_needed_cell(pair: PairVerdict) -> str:
-    """Planning, not evidence: for an open pair under a design, its conditional power at the design's cap if the
-    current Δ and seed SD held; else the seeds per encoding that would detect the region's edge."""
+    """Planning, not evidence: for an open pair under a design, its predictive power at the design's next look (the
+    probability that look shows it different, over the Δ and seed SD its seeds make plausible); else the seeds per
+    encoding that would detect the region's edge."""
     if pair.verdict != "inconclusive":
         return ""
-    if math.isfinite(pair.conditional_power):
-        return f"power at the cap {pair.conditional_power:.2f} (planning)"
+    if math.isfinite(pair.predictive_power):
+        return f"P(shown different at the next look) {pair.predictive_power:.2f} (planning)"
     if pair.seeds_needed is None:
         return "n/a (no seed spread)"
     return f"> {pair.seeds_needed - 1}" if pair.seeds_needed > 1000 else str(pair.seeds_needed)
@@ -133,7 +135,7 @@ VERDICT_HEADER = [
     "p difference (Holm)",
     "p TOST (±{region:g})",
     "verdict",
-    "planning: power at the cap if Δ held (else seeds to detect ±{region:g})",
+    "planning: P(shown different at the next look), predictive (else seeds to detect ±{region:g})",
 ]
 
 
@@ -174,17 +176,22 @@ def verdict_note(result: DomainResult) -> str:
         "it is below the level (at most that rate of false equivalence claims by simulation), and the interval "
         "printed is then the (1 - 2 alpha) one the decision used. The first interval printed is the one the verdict "
         "rests on, at the level it was decided (better / worse at Holm rank j of m: 1 - alpha / (m - j + 1); open "
-        "pairs at the level where Holm stopped), so it excludes 0 exactly when the word is better or worse; the "
-        "marginal 95% interval follows, labelled. Seed variance: under a design, each pair's variance of seed "
-        "differences borrows strength from the domain's other encodings (limma's moderated t, Smyth 2004, seeds "
-        "as blocks) where the simulations hold its rates (from 5 seeds, the encodings' variances alike, the "
-        "reference no noisier than the rest: tests/test_moderated_simulations.py), else the pair's own n - 1 df. "
-        f"`{STOPPED_WORDS}`: a futility stop of the design, not a finding. Planning: an open pair's conditional "
-        "power at the design's cap if its current Δ and seed SD held. P(better): the share of paired seeds where the "
-        "encoding "
-        f"beats `{result.ref}`, with its Clopper-Pearson interval. {MARKS_RULE}. Seeds to detect: per encoding, for "
-        f"{POWER:.0%} power at the family's first Holm level against a difference of ±{region:g} (fixed in "
-        "advance, not the observed Δ), from the pair's seed SD (itself an estimate from few seeds)."
+        "pairs at the level where Holm stopped), so among the words that rest on the difference test it excludes 0 "
+        "exactly when the word is better or worse; an `equivalent` pair's is TOST's, inside the region, and may "
+        "exclude 0 (a difference shown too small to matter: not a better or worse); the marginal 95% interval "
+        "follows, labelled. Seed variance: under a design, each pair's variance of seed differences borrows "
+        "strength from the other encodings of its family, the design's own or the joined one (limma's moderated t, "
+        "Smyth 2004, seeds as blocks; its df capped at the pooled residual df) where the simulations hold its rates "
+        "(from 5 seeds, the encodings' variances alike, the reference no noisier than the rest: "
+        "tests/test_moderated_simulations.py), else the pair's own n - 1 df. "
+        f"`{STOPPED_WORDS}`: a futility stop of the design, not a finding. Planning: an open pair's predictive "
+        "power, the probability that the design's next look shows it different (its test there, at the level Holm "
+        "will test it at), averaged over the Δ and seed variance its seeds and its family's other pairs make "
+        "plausible (calibrated by simulation: tests/test_settle_simulations.py). P(better): the share of paired "
+        f"seeds where the encoding beats `{result.ref}`, with its Clopper-Pearson interval. {MARKS_RULE}. Seeds to "
+        f"detect: per encoding, for {POWER:.0%} power at the family's first Holm level against a difference of "
+        f"±{region:g} (fixed in advance, not the observed Δ), from the pair's seed SD (itself an estimate from few "
+        "seeds)."
     )
 
 
@@ -207,17 +214,27 @@ def pairs_section(result: DomainResult) -> list[str]:
         ]
         for pair in verdicts.pairs
     ]
+    tested = [pair for pair in verdicts.pairs if pair.family_size]
+    own = [pair for pair in tested if verdicts.members is None or {pair.a, pair.b} <= set(verdicts.members)]
+    families = (
+        f"Holm-corrected over all {len(tested)} pairs with a test"
+        if len(own) == len(tested)
+        else f"Holm-corrected over the study's own {len(own)} pairs with a test, and apart over the "
+        f"{len(tested) - len(own)} with an encoding that joined the study (a joined encoding moves no p-value of "
+        "the study's own pairs)"
+    )
     return [
         "## Every pair (secondary family)",
         "",
-        f"Each pair on the seeds both finished (paired by seed), Δ = score(a) - score(b) with its {LEVEL:.0%} "
-        "t-interval (the test set fixed), the difference test Holm-corrected over all "
-        f"{len(rows)} pairs at alpha 0.05, TOST at 0.05 (fixed sample: not part of any make-settle design); the "
-        f"verdict is a's. {MARKS_RULE}.",
+        f"Each pair on the seeds both finished (paired by seed), Δ = score(a) - score(b) with the interval the "
+        f"word rests on (its level: Holm's at the pair's rank; TOST's (1 - 2 alpha) one, inside the region, for "
+        f"`equivalent`) and its {LEVEL:.0%} t-interval (the test set fixed), the difference test {families} at "
+        "alpha 0.05, TOST at 0.05 (fixed sample: not part of any make-settle design); a pair without a test (one "
+        f"seed) is `open` and in no correction; the verdict is a's. {MARKS_RULE}.",
         "",
         *markdown_table(
-            ["a", "b", "seeds", "Δ [95% CI]", "P(a better)", "p difference (Holm)", "p TOST", "verdict"], rows
-        ),
+            ["a", "b", "seeds", PAIR_DELTA, "P(a better)", "p difference (Holm)", "p TOST", "verdict"], rows
+        ),  # fmt: skip
         "",
     ]
 
@@ -243,6 +260,7 @@ def variance_section(result: DomainResult) -> list[str]:
     ]
 
 
+PAIR_DELTA = "Δ [decision interval (its level); then the 95% t-interval]"
 PAIRS_HEADER = ["a", "b", "seeds_a", "seeds_b", "paired", "delta", "delta_lo", "delta_hi", "p_a_better", "t", "df"]
 PAIRS_HEADER += ["p", "p_holm", "p_tost", "verdict"]
 
@@ -277,7 +295,7 @@ def verdict_record(pair: PairVerdict | None) -> dict:
         "seeds_needed": pair.seeds_needed if pair.seeds_needed is not None else "",
         "decision_label": pair.decision_label(),
         "seed_variance": pair.variance,
-        "conditional_power": pair.conditional_power,
+        "predictive_power": pair.predictive_power,
     }
 
 
@@ -305,7 +323,7 @@ VERDICT_FIELDS = (
     "seeds_needed",
     "decision_label",
     "seed_variance",
-    "conditional_power",
+    "predictive_power",
 )
 
 

@@ -151,6 +151,21 @@ def collect_study(runs_root: Path, domains: list[str], tolerance: float = TOLERA
     return StudyExport(study, files)
 
 
+def with_looks(export: StudyExport, looks: dict[str, dict]) -> StudyExport:
+    """`export` with each domain's settle record (where it has one) holding the looks, joined looks and next runs of
+    `looks` (domain -> SeedVerdicts.looks_record, recomputed from the evidence published) in place of those recorded
+    when make settle last ran: a record written before encodings joined the study, or before a rule changed, would
+    otherwise disagree with the report published beside it. The design is kept as recorded, key for key."""
+    files, digests = dict(export.files), dict(export.study[FILES])
+    for domain, record in looks.items():
+        name = f"{SETTLE_DIR}/{domain}.json"
+        if name in files:
+            data = {**json.loads(files[name].decode()), **record}
+            files[name] = (json.dumps(data, indent=2, sort_keys=True, default=str) + "\n").encode()
+            digests[name] = sha256(files[name])
+    return StudyExport({**export.study, FILES: digests}, files)
+
+
 def write_study(export: StudyExport, out: Path) -> None:
     """Write the study into `out` all or nothing (pipelines.report.files.publish), once it reads back with every
     check of read_study: the files of an earlier study there are replaced (study.json last), an encoding's or a
