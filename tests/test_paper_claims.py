@@ -74,6 +74,9 @@ def test_first_and_last_need_every_pair_decided_and_fall_on_one_decided_the_othe
     hope_first = Claim("F", "hope first", "first", ("jsb",), "hope", among=("rope10k", "darope", "hope", "nope"))
     found = finding(hope_first, summary, "jsb")
     assert (found.outcome, found.evidence) == ("contradicts", "2 of 4 by score; darope: worse")
+    open_pair = domain({**JSB["encodings"], "pope": record("open", 0.01, -0.1, 0.1, 0.85)}, JSB["pairs"])
+    pope_last = Claim("F", "pope last", "last", ("jsb",), "pope", among=("rope10k", "pope"))
+    assert finding(pope_last, {"domains": {"jsb": open_pair}}, "jsb").outcome == "undecided"  # an untested newcomer
     open_first = Claim("F", "hope first of two", "first", ("jsb",), "hope", among=("rope10k", "hope"))
     assert (
         finding(open_first, summary, "jsb").evidence == "1 of 2 by score; better than 0 of the other 1, the rest open"

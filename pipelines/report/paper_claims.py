@@ -6,7 +6,8 @@ outcome in a domain is read from the study's summary.json, never recomputed:
 - a pair against the study's reference is the design's verdict (`encodings[e].verdict`, its decision interval);
 - any other pair is the every-pair table's (`pairs`: a fixed-sample paired test, Holm over the table);
 - "first" / "last" among a set: decided only when every pair of the claimed encoding with the set's others is
-  decided its way (`reproduces`), contradicted as soon as one is decided the other way;
+  decided its way (`reproduces`), contradicted as soon as one is decided the other way or equivalent (any other
+  word, `inconclusive`, `stopped` or `open`, leaves the pair open);
 - a mean rank across domains: decided only where the Nemenyi test separates the encodings (`friedman`).
 
 An outcome is `reproduces` (decided as the paper says), `contradicts` (decided otherwise, an `equivalent` verdict
@@ -141,7 +142,7 @@ def extreme_finding(claim: Claim, entry: dict) -> Finding:
     by_score = sorted(present, key=lambda name: entry["encodings"][name]["score"], reverse=not entry["lower_is_better"])
     place = by_score.index(claim.a) + 1
     ordinal = f"{place} of {len(present)} by score"
-    against = [other for other, word in words.items() if word not in (want, "inconclusive", "stopped", "untested")]
+    against = [other for other, word in words.items() if word in (FLIPPED[want], "equivalent")]
     held = [other for other, word in words.items() if word == want]
     if against:
         return Finding("contradicts", f"{ordinal}; {', '.join(f'{o}: {words[o]}' for o in against)}")
