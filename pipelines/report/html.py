@@ -194,6 +194,7 @@ def header_facts(study: Study, summary: dict, runs: list[dict]) -> dict:
         references.setdefault((d["reference"], d["rule"]), []).append(d["name"])
     return {
         "domains": domains,
+        "scale": scale_columns(summary),
         "references": [{"ref": ref, "rule": rule, "domains": names} for (ref, rule), names in references.items()],
         "commits": [
             {
@@ -208,6 +209,78 @@ def header_facts(study: Study, summary: dict, runs: list[dict]) -> dict:
         "runs_root": summary["runs"],
         "reference": summary["reference"],
         "missing": summary["missing_runs"],
+    }
+
+
+def _count(value: float) -> str:
+    """A count as a reader scans it: 829,568; 1.23M; 2.46M."""
+    return f"{value / 1e6:.3g}M" if value >= 1e6 else f"{value:,}"
+
+
+def _spanned(values: list, shown=str) -> str:
+    """A scale figure: one value, or `least–most` where the domain's runs differ."""
+    return "–".join(shown(v) for v in values) if values else "unrecorded"
+
+
+# the facts table's scale columns: (summary.json's scale key, header, how a value shows)
+SCALE_COLUMNS = (
+    ("parameters", "parameters", _count),
+    ("layers", "layers", str),
+    ("context", "context L", str),
+    ("steps", "training steps", str),
+    ("training_tokens", "training tokens", _count),
+)
+
+
+def scale_columns(summary: dict) -> dict[str, dict[str, str]]:
+    """Per domain, the scale its runs were trained at (summary.json's `scale`, pipelines.report.study_about) as the
+    facts table's cells: the reference's parameter count first (the encodings' range beside it where they differ),
+    the tokens seen in training with how they were counted."""
+    cells = {}
+    for name, domain in summary["domains"].items():
+        scale = domain.get("scale") or {}
+        row = {key: _spanned(scale.get(key, []), shown) for key, _, shown in SCALE_COLUMNS}
+        ref_params, params = scale.get("reference_parameters"), scale.get("parameters", [])
+        if ref_params is not None and len(params) > 1:
+            row["parameters"] = f"{_count(ref_params)} ({domain['reference']}; {row['parameters']} over the encodings)"
+        if scale.get("steps"):
+            batch = _spanned(scale["effective_batch"])
+            row["training_tokens"] += f" ({row['steps']} steps x {batch} sequences x {row['context']})"
+        cells[name] = row
+    return cells
+
+
+def study_heading(summary: dict) -> dict:
+    """The page's name and status, from summary.json's `study` (pipelines.report.study_about): the title, the
+    status line (superseded by another study, else each domain's look), and the links to the study's README and to
+    the studies it joins, bridges or supersedes (sibling folders: ../<name>/index.html)."""
+    about = summary.get("study") or {}
+    name = about.get("name", "")
+    title = f"posbench study{' ' + name if name else ''}: {', '.join(summary['domains'])}"
+    statuses = {domain: record.get("status", "") for domain, record in summary["domains"].items()}
+    looks = "; ".join(f"{domain} {status}" for domain, status in statuses.items() if status)
+    if len(set(statuses.values())) == 1:
+        looks = next(iter(statuses.values()))
+    superseded = about.get("superseded_by")
+    related = [
+        {"what": what, "name": other, "href": f"../{other}/index.html"}
+        for what, key in (("joins", "joins"), ("bridges", "bridges"), ("supersedes", "supersedes"))
+        for other in about.get(key, [])
+    ]
+    return {
+        "name": name,
+        "title": title,
+        "status": "superseded" if superseded else looks,
+        "looks": looks,
+        "superseded_by": None
+        if not superseded
+        else {
+            "study": superseded["study"],
+            "because": superseded["because"].strip().removesuffix(".") + ".",
+            "href": f"../{superseded['study']}/index.html",
+        },
+        "readme": "README.md" if about.get("readme") else None,
+        "related": related,
     }
 
 
@@ -317,6 +390,8 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
     one_domain = len(study.ranked_domains) == 1
     fixed = dict(  # what does not depend on the detail per run: computed once, whatever the level
         links=links,
+        heading=study_heading(summary),
+        scale_columns=SCALE_COLUMNS,
         domains=[result.domain for result in study.results],
         answers=[{"domain": d, "text": summary["domains"][d]["answer"]} for d in (r.domain for r in study.results)],
         leaderboard_columns=leaderboard_columns(study),
