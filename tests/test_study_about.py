@@ -14,8 +14,9 @@ import pytest
 from pipelines.analysis.design import SETTLE_FILE, Design
 from pipelines.compare import main as compare_main
 from pipelines.report.html import INDEX
-from pipelines.report.study_about import SUPERSEDED_BY
+from pipelines.report.study_about import SUPERSEDED_BY, read_superseded_by, study_about
 from tests.run_fixtures import CONTEXT, lm_domain, study
+from tests.sample_fixtures import REPO
 
 X = np.array([0.2, 1.4, 0.6, 2.5, 1.0, 0.8])
 DESIGN = Design((0, 1, 2), (2, 3), ref="darope", encodings=("hope", "nope"))
@@ -114,3 +115,16 @@ def test_the_status_is_complete_only_when_no_pair_is_left_open_for_a_look(tmp_pa
     assert jsb["status"] == status and bool(open_pairs) == (status == "look 1 of 2")
     assert _status((tmp_path / "designed" / INDEX).read_text()) == f"Status: {status}."
 
+
+def test_each_published_supersession_names_a_published_study():
+    """docs/results: maestro-cpu is superseded by maestro-confirm (its README's status), jsb-cpu by jsb-confirm (the
+    study to believe where the two differ, its README says); each file reads and names a study published beside it."""
+    results = REPO / "docs" / "results"
+    declared = {path.parent.name: read_superseded_by(path.parent) for path in results.glob(f"*/{SUPERSEDED_BY}")}
+    assert {name: record["study"] for name, record in declared.items()} == {
+        "maestro-cpu": "maestro-confirm",
+        "jsb-cpu": "jsb-confirm",
+    }
+    for record in declared.values():
+        assert (results / record["study"] / "study.json").is_file()
+    assert study_about(results / "maestro-confirm")["supersedes"] == ["maestro-cpu"]
