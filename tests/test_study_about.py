@@ -19,7 +19,8 @@ from tests.run_fixtures import CONTEXT, lm_domain, study
 from tests.sample_fixtures import REPO
 
 X = np.array([0.2, 1.4, 0.6, 2.5, 1.0, 0.8])
-DESIGN = Design((0, 1, 2), (2, 3), ref="darope", encodings=("hope", "nope"))
+# the futility rule of the published JSB designs: |Δ|'s point estimate inside the region stops a pair
+DESIGN = Design((0, 1, 2), (2, 3), ref="darope", encodings=("hope", "nope", "prope"), futility="small_delta")
 
 
 def _status(page: str) -> str:
@@ -27,10 +28,12 @@ def _status(page: str) -> str:
 
 
 def _designed(root, hope_noise: float) -> None:
-    """jsb under DESIGN at seeds 0 and 1 (its first look): `nope` far worse; `hope` 0.001 worse, its seed
-    differences spread by `hope_noise` (small: shown equivalent; large: left open)."""
+    """jsb under DESIGN at seeds 0 and 1 (its first look): `nope` far worse; `prope` 0.001 worse with seed
+    differences 0.08 apart (stopped for futility: its |Δ| inside the region, its interval far wider); `hope` 0.001
+    worse, its seed differences spread by `hope_noise` (none: shown equivalent; large: left open)."""
     lm_domain(root, "jsb", {"darope": X}, seeds=(0, 1), seed_step=0.01)
     lm_domain(root, "jsb", {"nope": X + 0.3}, seeds=(0, 1), seed_step=0.012)
+    lm_domain(root, "jsb", {"prope": X + 0.021}, seeds=(0, 1), seed_step=0.05)  # -0.019 and +0.021 a seed
     lm_domain(root, "jsb", {"hope": X + 0.001}, seeds=(0, 1), seed_step=0.01 + hope_noise)
     (root / "jsb" / SETTLE_FILE).write_text(json.dumps({"design": DESIGN.to_json(), "looks": []}))
 
@@ -128,3 +131,36 @@ def test_each_published_supersession_names_a_published_study():
     for record in declared.values():
         assert (results / record["study"] / "study.json").is_file()
     assert study_about(results / "maestro-confirm")["supersedes"] == ["maestro-cpu"]
+
+
+def test_the_answer_gives_each_decided_pairs_delta_in_a_list_and_a_stop_no_size(tmp_path):
+    """Issue 64: the answer gave no Δ, ran on in one sentence, and a futility stop read "small |Δ|" beside a wide
+    interval. Each decided pair is named with summary.json's Δ and the interval its verdict rests on (excluding 0),
+    one list item per kind of verdict; a stopped pair gets no size, only what stopped it; the page shows the list
+    and a glossary of the words it uses."""
+    _designed(tmp_path / "runs", 0.0)
+    study(tmp_path / "runs", None, tmp_path / "out")
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    jsb = summary["domains"]["jsb"]
+    records = jsb["encodings"]
+    assert [records[e]["verdict"] for e in ("nope", "hope", "prope")] == ["worse", "equivalent", "stopped"]
+    head, *items = jsb["answer"].split("\n")
+    assert head.startswith("**jsb** (reference `darope`") and all(item.startswith("- ") for item in items)
+    assert max(len(line) for line in jsb["answer"].split("\n")) < 200
+    nope = records["nope"]
+    lo, hi = nope["decision_lo"], nope["decision_hi"]
+    assert lo > 0  # worse: the interval the verdict rests on excludes 0, as the word says
+    assert f"- worse: `nope` Δ {nope['delta']:+.4f} [{lo:+.4f}, {hi:+.4f}] (look 1, 2 seeds)" in items  # NLL: 4 places
+    stopped = next(item for item in items if item.startswith("- stopped for futility"))
+    assert stopped.endswith(": `prope`") and "Δ +" not in stopped and "small" not in stopped
+    assert "whatever its interval" in stopped and "not shown equivalent" in stopped
+    # prope's interval is far wider than the region: nothing on the page calls it small
+    prope = records["prope"]
+    assert prope["decision_hi"] - prope["decision_lo"] > 10 * jsb["equivalence_region"]
+
+    page = (tmp_path / "out" / INDEX).read_text()
+    answer = page.split('<div class="answer" data-domain="jsb">', 1)[1].split("</div>", 1)[0]
+    assert answer.count("<li>") == len(items) and "<code>nope</code> Δ +" in answer
+    terms = re.findall(r"<dt>(\w+)</dt>", page.split('id="glossary"', 1)[1].split("</dl>", 1)[0])
+    assert terms == ["look", "Holm", "cap", "futility", "TOST", "joined", "bridge"]
+    assert "small |Δ|" not in page

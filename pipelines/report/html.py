@@ -312,6 +312,33 @@ def markdown_spans(text: str) -> str:
     return re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", code_spans(text))
 
 
+def answer_html(text: str) -> str:
+    """summary.json's answer (pipelines.report.answer: a line, then `- ` items) as a paragraph and a list, each line
+    through markdown_spans (the template marks the result safe)."""
+    head, *items = [line for line in str(text).split("\n") if line.strip()]
+    listed = "".join(f"<li>{markdown_spans(item.removeprefix('- '))}</li>" for item in items)
+    return f"<p>{markdown_spans(head)}</p>" + (f"<ul>{listed}</ul>" if listed else "")
+
+
+# the words the answer and the tables use that a reader may not know (issue 64): (term, what it means here)
+GLOSSARY = (
+    ("look", "one of the design's planned analyses, at a number of seeds fixed in advance: each tests every pair "
+     "still open at its own alpha, and decides which encodings get more seeds"),
+    ("Holm", "the correction for testing many encodings at once within a look: the smallest p faces alpha / m, the "
+     "next alpha / (m - 1), and so on; the interval beside a verdict is at the level its rank was tested at"),
+    ("cap", "the design's last look, its most seeds: a pair still open there stays inconclusive; no more seeds are "
+     "trained for it"),
+    ("futility", "a stop of the design for a pair it would not decide by its cap; it says nothing about the size "
+     "of Δ, whose interval may be wide"),
+    ("TOST", "two one-sided tests of whether Δ lies inside the region of practical equivalence (the leaderboard's "
+     "region column); a pair is equivalent only where TOST shows it inside"),
+    ("joined", "an encoding added to a study after its design was fixed: it forms its own family over the same "
+     "looks, apart from the study's own pairs"),
+    ("bridge", "a study of one domain at other settings (more layers or steps), ranked in that domain by its "
+     "encodings' Δ to its own reference runs, as if a Δ carried over between settings"),
+)  # fmt: skip
+
+
 def _packed(text: str) -> str:
     """Text gzipped (no timestamp: the same study gives the same page) and base64-encoded, for a script element the
     page inflates with the browser's DecompressionStream (study.js: inflate)."""
@@ -384,6 +411,7 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
     )
     environment.filters["code_spans"] = code_spans
     environment.filters["markdown_spans"] = markdown_spans
+    environment.filters["answer_html"] = answer_html
     template = environment.get_template("study.html.j2")
     # a study of one domain (a bridged study counts in its domain): its mean rank is that domain's rank, and no test
     # across domains can run
@@ -391,6 +419,7 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
     fixed = dict(  # what does not depend on the detail per run: computed once, whatever the level
         links=links,
         heading=study_heading(summary),
+        glossary=GLOSSARY,
         scale_columns=SCALE_COLUMNS,
         domains=[result.domain for result in study.results],
         answers=[{"domain": d, "text": summary["domains"][d]["answer"]} for d in (r.domain for r in study.results)],
