@@ -167,6 +167,9 @@ def extrapolation_rows(study: Study) -> list[dict]:
         }
         for curve in result.extrapolation:
             pair = paired.get((curve.group, curve.split, curve.encoding))
+            # the interval the verdict rests on (Holm's level at its rank, TOST's for an equivalent pair): a 95%
+            # interval may exclude 0 beside `inconclusive` after Holm (issue 64), this one cannot
+            level, decision_lo, decision_hi = pair.decision_interval() if pair else (math.nan,) * 3
             rows.append(
                 {
                     "domain": result.domain,
@@ -186,6 +189,9 @@ def extrapolation_rows(study: Study) -> list[dict]:
                     "past_seeds": (len(pair.seeds_a) if pair.paired else f"{len(pair.seeds_a)}/{len(pair.seeds_b)}")
                     if pair
                     else "",
+                    "past_decision_level": level,
+                    "past_decision_lo": decision_lo,
+                    "past_decision_hi": decision_hi,
                     "past_p_holm": pair.p_holm if pair else math.nan,
                     "past_p_tost": pair.p_tost if pair else math.nan,
                     "past_verdict": pair.verdict if pair else "",
