@@ -124,7 +124,7 @@ def _report(study: Study, args: argparse.Namespace, parser: argparse.ArgumentPar
             f"error: --strict: the domains were trained at different presets ({listed}); nothing written: a mean "
             "rank across them mixes scales\n",
         )
-    summary = write_study_report(study, args.out)
+    summary = write_study_report(study, args.out, args.with_studies, args.bridge)
     print(summary.read_text())
     print("figures:")
     for path in sorted(args.out.glob("*.png")) + sorted(args.out.glob("*/*.png")):

@@ -34,6 +34,7 @@ from pipelines.arguments import os_error_text
 from pipelines.experiment.config import domain_names
 from pipelines.report.files import publish
 from pipelines.report.study import render_study, study_readme, study_report_files
+from pipelines.report.study_about import study_about
 from pipelines.runs.metrics import RunFileError
 from pipelines.runs.published_export import (
     EVIDENCE_FILES,
@@ -83,13 +84,15 @@ def report_from_evidence(evidence: PublishedStudy, domains: list[str], scratch: 
     return analyse_study(scratch / "runs", domains, None)
 
 
-def write_published(export: StudyExport, report: Study, out: Path) -> None:
+def write_published(export: StudyExport, report: Study, out: Path, joined: list[Path] = ()) -> None:
     """Write the study's evidence and its report into `out` in one step, all or nothing; the evidence has read back
-    with every check (pipelines.runs.published_export.read_back) and the report is its (report_from_evidence)."""
+    with every check (pipelines.runs.published_export.read_back) and the report is its (report_from_evidence).
+    `joined`: the published studies its runs were joined with (--with), which its page names."""
     readme = study_readme(out)
+    about = study_about(out, joined)
     publish(
         out,
-        lambda folder: [*render_evidence(export, folder), *render_study(report, folder, readme)],
+        lambda folder: [*render_evidence(export, folder), *render_study(report, folder, readme, about)],
         owned=[*EVIDENCE_FILES, *study_report_files(out)],
     )
 
@@ -131,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 notes = [f"replacing the study in {args.out}: {what}"] if lost else []
                 notes += [f"{args.out}: the study grows by {len(added)} runs: {_listed(added)}"] if added else []
-            write_published(export, report, args.out)
+            write_published(export, report, args.out, args.with_studies)
     # ValueError: what read_design refuses in a settle record (naming it; the other errors name their file or run)
     except (StudyError, RunFileError, FileNotFoundError, EvidenceError, ValueError) as error:
         parser.exit(1, f"error: {error}\n")

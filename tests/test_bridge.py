@@ -5,6 +5,7 @@ reference runs. The numbers are built so that every rank and mean rank is known 
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -104,6 +105,25 @@ def test_the_page_keeps_the_bridged_runs_apart_and_says_what_the_bridge_ranks(st
     # the across-domains table says which ranks a bridge entered, from summary.json
     note = " ".join(page.split("<strong>jsb-patterns</strong> is jsb at other settings", 1)[1].split("</p>")[0].split())
     assert note.startswith("(model.n_layer 4 (the domain&#39;s 2)), with its own runs of <code>rope10k</code>")
+
+
+def test_the_page_states_each_settings_scale_and_links_the_studies_it_joins_and_bridges(studies):
+    """Issue 64: study-cpu read "maestro, cpu" for three settings. A bridged study's scale is its own row of the facts
+    table beside its domain's (4 layers against 2), and the page links every study it joins or bridges."""
+    tmp_path, jsb, patterns, maestro = studies
+    _, out = _compare(tmp_path, "--with", jsb, maestro, "--bridge", patterns)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["study"]["joins"] == ["jsb-roster", "maestro-roster"] and summary["study"]["bridges"] == [
+        "jsb-patterns"
+    ]
+    layers = {name: domain["scale"]["layers"] for name, domain in summary["domains"].items()}
+    assert layers == {"jsb": [2], "maestro": [2], "jsb-patterns": [4]}
+    page = (out / "index.html").read_text()
+    facts = page.split('class="facts"', 1)[1].split("</table>", 1)[0]
+    rows = dict(re.findall(r'<tr data-domain="([^"]+)">.*?<td data-key="layers">(\d+)</td>', facts))
+    assert rows == {"jsb": "2", "maestro": "2", "jsb-patterns": "4"}
+    for name, what in (("jsb-roster", "joins"), ("maestro-roster", "joins"), ("jsb-patterns", "bridges")):
+        assert f'{what} <a href="../{name}/index.html">{name}</a>' in page, name
 
 
 @pytest.mark.parametrize(

@@ -122,14 +122,17 @@ def test_settle_trains_the_called_runs_records_the_looks_and_compare_reports_the
     assert rows["rope10k"]["verdict"] == final and rows["nope"]["verdict"] == "worse"
     assert rows["hope"]["verdict"] == "equivalent" and rows["hope"]["seeds"] == "3"
     assert rows["prope"]["verdict"] == "stopped" and rows["prope"]["seeds"] == "3"
-    assert "| **stopped for futility (small \\|Δ\\|), not shown equivalent** (look 1) |" in summary  # pipes escaped
+    # what happened, never "small |Δ|" (issue 64: that sat beside the widest intervals of a page)
+    stopped = "stopped for futility (its design's rule: Δ's point estimate inside the region at that look, "
+    stopped += "whatever its interval), not shown equivalent"
+    assert f"| **{stopped}** (look 1) |" in summary
     assert int(rows["rope10k"]["seeds"]) == len(record["looks"][-1]["seeds"])
     assert float(rows["rope10k"]["verdict_alpha"]) == pytest.approx(0.0125)
     assert "## Looks (make settle)" in summary and "follow make settle's design" in summary
     looks = section(summary, "Looks (make settle)")
     assert (
-        "- look 1 at 3 seeds (alpha 0.0125, Holm over 4 pairs): worse: `nope`; equivalent: `hope`; stopped for "
-        "futility (small |Δ|), not shown equivalent: `prope`; calls for more seeds: `rope10k`." in looks
+        "- look 1 at 3 seeds (alpha 0.0125, Holm over 4 pairs): worse: `nope`; equivalent: `hope`; "
+        f"{stopped}: `prope`; calls for more seeds: `rope10k`." in looks
     )
     assert "Reference `darope`: named with `--ref` before the first look." in looks
     # rope10k's seeds 0-2 spread 0.05 apart, so the four looks never decide it: at the last no more seeds; hope and

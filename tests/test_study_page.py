@@ -463,12 +463,14 @@ def test_each_published_page_opens_with_its_answer_the_same_as_summary_md(folder
     `The answer` says, domain by domain (one function renders both)."""
     page, log = open_page(chromium, folder / INDEX, width=width)
     _assert_clean(log)
-    answers = page.eval_on_selector_all("#answer p.answer", "ps => ps.map(p => [p.dataset.domain, p.innerText])")
+    answers = page.eval_on_selector_all("#answer div.answer", "ds => ds.map(d => [d.dataset.domain, d.innerText])")
     markdown = section((folder / "summary.md").read_text(), "The answer")
-    expected = [line for line in markdown.splitlines() if line.startswith("**")]
+    # each domain's answer: a line, then its list items (pipelines.report.answer)
+    expected = [block for block in markdown.split("\n\n") if block.startswith("**")]
     assert answers and len(answers) == len(expected)
-    for (domain, text), line in zip(answers, expected, strict=True):
-        assert line.startswith(f"**{domain}**") and text == line.replace("**", "").replace("`", "")
+    for (domain, text), block in zip(answers, expected, strict=True):
+        plain = [line.removeprefix("- ").replace("**", "").replace("`", "") for line in block.splitlines()]
+        assert block.startswith(f"**{domain}**") and text.split() == " ".join(plain).split()
     top = page.eval_on_selector("#answer", "e => e.getBoundingClientRect().top")
     assert top < page.viewport_size["height"] / 2, f"the answer starts {top:.0f} px down"
 

@@ -59,9 +59,12 @@ DECIDED = ("better", "worse")  # a difference shown: the pair leaves the family 
 FUTILITY_POWER = 0.1  # futility: conditional power at the cap below this, even at the interval's far end
 STOPPED_WORDS = "stopped for futility, not shown equivalent"  # how reports spell a futility stop
 # ... and under each futility rule of a design (pipelines.analysis.design.FUTILITY_RULES)
+# what happened, never a size (issue 64: "small |Δ|" sat beside the widest intervals of a page)
 STOPPED_BY = {
-    "small_delta": "stopped for futility (small |Δ|), not shown equivalent",
-    "interval": "stopped for futility (the cap would not decide it), not shown equivalent",
+    "small_delta": "stopped for futility (its design's rule: Δ's point estimate inside the region at that look, "
+    "whatever its interval), not shown equivalent",
+    "interval": "stopped for futility (the design's conditional power to decide it by its cap below its "
+    "threshold), not shown equivalent",
 }
 
 

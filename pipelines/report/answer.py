@@ -1,7 +1,8 @@
-"""The answer a reader came for, first: per domain, what is shown better or worse than the reference (at what level,
-on how many seeds), what is equivalent or stopped, what is still open, what the next look needs and what the
-evidence cost. One function of
-the domain's verdicts; summary.md, each domain's summary.md and the study page print the same text."""
+"""The answer a reader came for, first: per domain, what is shown better or worse than the reference (by how much, at
+what level, on how many seeds), what is equivalent or stopped, what is still open, what the next look needs and what
+the evidence cost. One function of the domain's verdicts; summary.md, each domain's summary.md, the study README and
+the study page print the same text: a line saying what was compared, then one markdown list item per kind of
+verdict (issue 64: one sentence of up to 916 characters was read as a wall)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,26 @@ from pipelines.analysis.results import DomainResult
 from pipelines.analysis.verdict import OPEN, PairVerdict
 from pipelines.report.cost import cost_phrase
 from pipelines.report.looks import runs_needed
-from pipelines.report.verdicts import capped
+from pipelines.report.verdicts import capped, interval_text
+
+# why a pair stopped, under each futility rule of a design (pipelines.analysis.design.FUTILITY_RULES)
+STOPPED_BECAUSE = {
+    "interval": "the design's conditional power to decide them by its cap was below its threshold",
+    "small_delta": "this design's rule: Δ's point estimate inside ±{region:g} at a look, whatever its interval",
+}
 
 
-def _names(pairs: list[PairVerdict], with_seeds: bool = True) -> str:
+def _names(pairs: list[PairVerdict], with_seeds: bool = True, digits: int | None = None) -> str:
+    """The pairs' encodings, by look then name; `with_seeds`: the look and seeds that decided each; `digits`: each
+    one's Δ with the interval its verdict rests on (decision_interval: it excludes 0, as the word says)."""
+
     def one(pair: PairVerdict) -> str:
         look = f"look {pair.look}, " if pair.look else ""
-        return f"`{pair.a}` ({look}{len(pair.seeds_a)} seeds)" if with_seeds else f"`{pair.a}`"
+        size = ""
+        if digits is not None:
+            _, lo, hi = pair.decision_interval()
+            size = f" Δ {pair.delta:+.{digits}f} {interval_text(lo, hi, digits)}"
+        return f"`{pair.a}`{size} ({look}{len(pair.seeds_a)} seeds)" if with_seeds else f"`{pair.a}`{size}"
 
     return ", ".join(one(pair) for pair in sorted(pairs, key=lambda p: (p.look or 0, p.a)))
 
@@ -49,15 +63,20 @@ def answer_text(result: DomainResult) -> str:
             f"is tested yet; the first look needs {len(verdicts.next_runs)} more runs"
             + (f"; {spent}." if spent else ".")
         )
+    digits = result.metric.digits
+    head = f"{result.heading} (reference `{ref}`{chosen}, {len(every)} encodings against it; {level}; Δ with the "
+    head += "interval its verdict rests on):"
     parts = [
-        f"{result.heading} (reference `{ref}`{chosen}, {len(every)} encodings against it; {level}): "
-        + (f"better than `{ref}`: {_names(better)}" if better else f"no encoding shown better than `{ref}`"),
-        f"worse: {_names(worse)}" if worse else "none shown worse",
+        f"better than `{ref}`: {_names(better, digits=digits)}" if better else f"no encoding shown better than `{ref}`",
+        f"worse: {_names(worse, digits=digits)}" if worse else "none shown worse",
     ]
     if by_word.get("equivalent"):
-        parts.append(f"equivalent (within ±{result.metric.equivalence:g}): {_names(by_word['equivalent'], False)}")
+        region = result.metric.equivalence
+        parts.append(f"equivalent (within ±{region:g}): {_names(by_word['equivalent'], False, digits)}")
     if by_word.get("stopped"):
-        parts.append(f"stopped for futility: {_names(by_word['stopped'], False)}")
+        # what happened, never a size: a stopped pair's interval may be the widest of the domain
+        why = STOPPED_BECAUSE[design.futility].format(region=result.metric.equivalence)
+        parts.append(f"stopped for futility ({why}; not shown equivalent): {_names(by_word['stopped'], False)}")
     if by_word.get("capped"):
         parts.append(f"inconclusive at the design's cap ({design.looks[-1]} seeds): {_names(by_word['capped'], False)}")
     still = [pair for pair in by_word.get("inconclusive", []) if pair.a not in joined]
@@ -81,7 +100,7 @@ def answer_text(result: DomainResult) -> str:
     spent = cost_phrase(result)
     if spent:
         parts.append(spent)
-    return "; ".join(parts) + "."
+    return "\n".join([head, *(f"- {part}" for part in parts)])
 
 
 # The study README's answer block: written between these lines by every report of the study (make publish, make

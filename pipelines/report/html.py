@@ -194,6 +194,7 @@ def header_facts(study: Study, summary: dict, runs: list[dict]) -> dict:
         references.setdefault((d["reference"], d["rule"]), []).append(d["name"])
     return {
         "domains": domains,
+        "scale": scale_columns(summary),
         "references": [{"ref": ref, "rule": rule, "domains": names} for (ref, rule), names in references.items()],
         "commits": [
             {
@@ -208,6 +209,78 @@ def header_facts(study: Study, summary: dict, runs: list[dict]) -> dict:
         "runs_root": summary["runs"],
         "reference": summary["reference"],
         "missing": summary["missing_runs"],
+    }
+
+
+def _count(value: float) -> str:
+    """A count as a reader scans it: 829,568; 1.23M; 2.46M."""
+    return f"{value / 1e6:.3g}M" if value >= 1e6 else f"{value:,}"
+
+
+def _spanned(values: list, shown=str) -> str:
+    """A scale figure: one value, or `least–most` where the domain's runs differ."""
+    return "–".join(shown(v) for v in values) if values else "unrecorded"
+
+
+# the facts table's scale columns: (summary.json's scale key, header, how a value shows)
+SCALE_COLUMNS = (
+    ("parameters", "parameters", _count),
+    ("layers", "layers", str),
+    ("context", "context L", str),
+    ("steps", "training steps", str),
+    ("training_tokens", "training tokens", _count),
+)
+
+
+def scale_columns(summary: dict) -> dict[str, dict[str, str]]:
+    """Per domain, the scale its runs were trained at (summary.json's `scale`, pipelines.report.study_about) as the
+    facts table's cells: the reference's parameter count first (the encodings' range beside it where they differ),
+    the tokens seen in training with how they were counted."""
+    cells = {}
+    for name, domain in summary["domains"].items():
+        scale = domain.get("scale") or {}
+        row = {key: _spanned(scale.get(key, []), shown) for key, _, shown in SCALE_COLUMNS}
+        ref_params, params = scale.get("reference_parameters"), scale.get("parameters", [])
+        if ref_params is not None and len(params) > 1:
+            row["parameters"] = f"{_count(ref_params)} ({domain['reference']}; {row['parameters']} over the encodings)"
+        if scale.get("steps"):
+            batch = _spanned(scale["effective_batch"])
+            row["training_tokens"] += f" ({row['steps']} steps x {batch} sequences x {row['context']})"
+        cells[name] = row
+    return cells
+
+
+def study_heading(summary: dict) -> dict:
+    """The page's name and status, from summary.json's `study` (pipelines.report.study_about): the title, the
+    status line (superseded by another study, else each domain's look), and the links to the study's README and to
+    the studies it joins, bridges or supersedes (sibling folders: ../<name>/index.html)."""
+    about = summary.get("study") or {}
+    name = about.get("name", "")
+    title = f"posbench study{' ' + name if name else ''}: {', '.join(summary['domains'])}"
+    statuses = {domain: record.get("status", "") for domain, record in summary["domains"].items()}
+    looks = "; ".join(f"{domain} {status}" for domain, status in statuses.items() if status)
+    if len(set(statuses.values())) == 1:
+        looks = next(iter(statuses.values()))
+    superseded = about.get("superseded_by")
+    related = [
+        {"what": what, "name": other, "href": f"../{other}/index.html"}
+        for what, key in (("joins", "joins"), ("bridges", "bridges"), ("supersedes", "supersedes"))
+        for other in about.get(key, [])
+    ]
+    return {
+        "name": name,
+        "title": title,
+        "status": "superseded" if superseded else looks,
+        "looks": looks,
+        "superseded_by": None
+        if not superseded
+        else {
+            "study": superseded["study"],
+            "because": superseded["because"].strip().removesuffix(".") + ".",
+            "href": f"../{superseded['study']}/index.html",
+        },
+        "readme": "README.md" if about.get("readme") else None,
+        "related": related,
     }
 
 
@@ -237,6 +310,33 @@ def code_spans(text: str) -> str:
 def markdown_spans(text: str) -> str:
     """code_spans, and `**x**` as <strong>: the answer block's markdown as HTML."""
     return re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", code_spans(text))
+
+
+def answer_html(text: str) -> str:
+    """summary.json's answer (pipelines.report.answer: a line, then `- ` items) as a paragraph and a list, each line
+    through markdown_spans (the template marks the result safe)."""
+    head, *items = [line for line in str(text).split("\n") if line.strip()]
+    listed = "".join(f"<li>{markdown_spans(item.removeprefix('- '))}</li>" for item in items)
+    return f"<p>{markdown_spans(head)}</p>" + (f"<ul>{listed}</ul>" if listed else "")
+
+
+# the words the answer and the tables use that a reader may not know (issue 64): (term, what it means here)
+GLOSSARY = (
+    ("look", "one of the design's planned analyses, at a number of seeds fixed in advance: each tests every pair "
+     "still open at its own alpha, and decides which encodings get more seeds"),
+    ("Holm", "the correction for testing many encodings at once within a look: the smallest p faces alpha / m, the "
+     "next alpha / (m - 1), and so on; the interval beside a verdict is at the level its rank was tested at"),
+    ("cap", "the design's last look, its most seeds: a pair still open there stays inconclusive; no more seeds are "
+     "trained for it"),
+    ("futility", "a stop of the design for a pair it would not decide by its cap; it says nothing about the size "
+     "of Δ, whose interval may be wide"),
+    ("TOST", "two one-sided tests of whether Δ lies inside the region of practical equivalence (the leaderboard's "
+     "region column); a pair is equivalent only where TOST shows it inside"),
+    ("joined", "an encoding added to a study after its design was fixed: it forms its own family over the same "
+     "looks, apart from the study's own pairs"),
+    ("bridge", "a study of one domain at other settings (more layers or steps), ranked in that domain by its "
+     "encodings' Δ to its own reference runs, as if a Δ carried over between settings"),
+)  # fmt: skip
 
 
 def _packed(text: str) -> str:
@@ -311,12 +411,16 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
     )
     environment.filters["code_spans"] = code_spans
     environment.filters["markdown_spans"] = markdown_spans
+    environment.filters["answer_html"] = answer_html
     template = environment.get_template("study.html.j2")
     # a study of one domain (a bridged study counts in its domain): its mean rank is that domain's rank, and no test
     # across domains can run
     one_domain = len(study.ranked_domains) == 1
     fixed = dict(  # what does not depend on the detail per run: computed once, whatever the level
         links=links,
+        heading=study_heading(summary),
+        glossary=GLOSSARY,
+        scale_columns=SCALE_COLUMNS,
         domains=[result.domain for result in study.results],
         answers=[{"domain": d, "text": summary["domains"][d]["answer"]} for d in (r.domain for r in study.results)],
         leaderboard_columns=leaderboard_columns(study),

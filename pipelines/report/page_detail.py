@@ -7,6 +7,7 @@ Friedman/Nemenyi tests. Each table is {"domain", "title", "summary" (the line a 
 
 from __future__ import annotations
 
+from pipelines.analysis.verdict import level_text
 from pipelines.report.page_tables import (
     VERDICT_ORDER,
     Cell,
@@ -16,6 +17,7 @@ from pipelines.report.page_tables import (
     number_text,
     p_cell,
 )
+from pipelines.report.verdicts import agreeing_digits
 
 ENCODING = ("encoding", "encoding", "")
 
@@ -87,11 +89,48 @@ def seed_tables(summary: dict) -> list[dict]:
 EXTRAPOLATION_COLUMNS = [
     ENCODING,
     ("verdict", "verdict", "better or worse: the Holm p below 0.05; equivalent: TOST"),
-    ("delta", "Δ past L [95% t] (← better)", "per-seed difference to the reference past L, its t-interval"),
+    (
+        "delta",
+        "Δ past L [the verdict's interval] (← better)",
+        "per-seed difference to the reference past L, with the t-interval its verdict rests on (at its Holm level: "
+        "it excludes 0 exactly when the verdict is better or worse; TOST's for an equivalent pair); the 95% "
+        "t-interval on hover",
+    ),
     ("p_holm", "p (Holm)", "the t-test, Holm-adjusted over the split's encodings at 0.05"),
     ("nll_past", "pooled NLL past L (← better)", "mean NLL at positions >= L, seeds pooled: descriptive"),
     ("seeds", "seeds", "seeds the encoding evaluated the split on"),
 ]
+
+
+UNCORRECTED = "95%, before Holm"  # the label of a 95% interval shown where a row records no verdict's interval
+
+
+def past_interval(entry: dict) -> tuple[object, object, str]:
+    """(lo, hi, label) of the interval the page shows beside an extrapolation row's verdict: the verdict's own (its
+    level, `past_decision_*`), which excludes 0 exactly when the word is better or worse; for a summary.json written
+    before rows recorded it, the 95% t-interval labelled UNCORRECTED, never passed off as the verdict's."""
+    lo, hi, level = entry.get("past_decision_lo"), entry.get("past_decision_hi"), entry.get("past_decision_level")
+    if isinstance(lo, int | float) and isinstance(hi, int | float) and isinstance(level, float):
+        return lo, hi, level_text(level)
+    return entry.get("past_delta_lo"), entry.get("past_delta_hi"), UNCORRECTED
+
+
+def _past_delta_cell(entry: dict, is_ref: bool) -> Cell:
+    if is_ref:
+        return Cell("", None)
+    lo, hi, label = past_interval(entry)
+    # the digits that keep each bound on its side of 0: -0.00003 printed -0.0000 beside `worse` would contradict it
+    digits = agreeing_digits(tuple(v for v in (lo, hi) if isinstance(v, int | float)), 4, (0.0,))
+    shown = interval_text(lo, hi, digits, signed=True)
+    t = interval_text(entry.get("past_delta_lo"), entry.get("past_delta_hi"), 4, signed=True)
+    return Cell(
+        number_text(entry["past_delta"], 4, signed=True),
+        entry["past_delta"],
+        lo,
+        hi,
+        title=f"the 95% t-interval, before Holm: {t}" if t else "",
+        sub=f"{shown} {label}" if shown else "",
+    )
 
 
 def extrapolation_tables(summary: dict) -> list[dict]:
@@ -111,13 +150,7 @@ def extrapolation_tables(summary: dict) -> list[dict]:
             cells = {
                 "seeds": Cell(str(entry["seeds"]), entry["seeds"]),
                 "nll_past": Cell(number_text(entry["nll_past"], 4), entry["nll_past"]),
-                "delta": Cell(
-                    "" if is_ref else number_text(entry["past_delta"], 4, signed=True),
-                    None if is_ref else entry["past_delta"],
-                    entry.get("past_delta_lo"),
-                    entry.get("past_delta_hi"),
-                    sub="" if is_ref else interval_text(entry["past_delta_lo"], entry["past_delta_hi"], 4, signed=True),
-                ),
+                "delta": _past_delta_cell(entry, is_ref),
                 "p_holm": Cell(p_cell(entry.get("past_p_holm")), entry.get("past_p_holm")),
                 "verdict": _verdict_cell(verdict, verdict),
             }

@@ -167,8 +167,8 @@ def _decision_text(record: dict, digits: int) -> str:
 def _t_interval_title(record: dict, digits: int) -> str:
     t = interval_text(record["delta_lo"], record["delta_hi"], digits, signed=True)
     return (
-        "the decision interval: the verdict's own (the look's alpha, Holm within the look; for a stopped or "
-        f"equivalent pair TOST's); the plain 95% t-interval over seeds is {t}"
+        "the decision interval: the verdict's own (the look's alpha at the Holm level of its rank; for an "
+        f"equivalent pair TOST's (1 - 2 alpha) interval); the plain 95% t-interval over seeds is {t}"
         if t
         else ""
     )

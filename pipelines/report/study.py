@@ -20,13 +20,13 @@ from pipelines.report.answer import answer_markers_problem, with_answer_block
 from pipelines.report.domain import render_domain_report, verdict_record
 from pipelines.report.files import jsonable, publish, write_csv
 from pipelines.report.html import INDEX, study_page
+from pipelines.report.study_about import README, study_about  # README: by hand but its answer
 from pipelines.report.study_figures import plot_cd, plot_figure3, plot_positions_study, plot_recency_study
 from pipelines.report.study_json import study_json
 from pipelines.report.study_markdown import cd_figure, study_markdown
 from pipelines.report.verdicts import marks
 
 FIGURE3 = "figure3.png"
-README = "README.md"  # written by hand; a report rewrites only its answer block (pipelines.report.answer)
 POSITIONS_FIGURE = "nll_by_position.png"
 EXTRAPOLATION_CSV = "extrapolation.csv"
 RECENCY_FIGURE = "recency.png"
@@ -84,12 +84,14 @@ PAGE_FIELDS = ("decision_level", "decision_lo", "decision_hi", "verdict_look", "
 PAGE_FIELDS += ("p_better_lo", "p_better_hi")
 
 
-def write_study_report(study: Study, out: Path) -> Path:
+def write_study_report(study: Study, out: Path, joined: list[Path] = (), bridged: list[Path] = ()) -> Path:
     """Write the per-domain reports and the study files into `out`, all or nothing (the answer block of its
-    README.md too, where it has one); return its summary.md."""
+    README.md too, where it has one); return its summary.md. `joined`, `bridged`: the published studies whose runs
+    it joins (--with) and bridges (--bridge), which its page names."""
     out = Path(out)
     readme = study_readme(out)
-    publish(out, lambda folder: render_study(study, folder, readme), owned=study_report_files(out))
+    about = study_about(out, joined, bridged)
+    publish(out, lambda folder: render_study(study, folder, readme, about), owned=study_report_files(out))
     return out / "summary.md"
 
 
@@ -112,9 +114,10 @@ def study_report_files(out: Path) -> list[str]:
     return [*STUDY_FILES, *(path.name for path in Path(out).glob("cd_*.png"))]
 
 
-def render_study(study: Study, folder: Path, readme: str | None = None) -> list[str]:
+def render_study(study: Study, folder: Path, readme: str | None = None, about: dict | None = None) -> list[str]:
     """Write the per-domain reports (one folder each) and the study files into `folder`, and the study README's text
-    `readme` with its answer block from summary.json where it is given; return their names."""
+    `readme` with its answer block from summary.json where it is given; return their names. `about`: what the study
+    is (study_about of the folder it is published in: `folder` is a scratch folder), summary.json's `study`."""
     for result in study.results:
         (folder / result.domain).mkdir()
         render_domain_report(result, folder / result.domain)
@@ -138,7 +141,7 @@ def render_study(study: Study, folder: Path, readme: str | None = None) -> list[
     if extrapolation:
         write_csv(folder / EXTRAPOLATION_CSV, list(extrapolation[0]), [list(row.values()) for row in extrapolation])
         written.append(EXTRAPOLATION_CSV)
-    summary = jsonable(study_json(study, records, extrapolation))
+    summary = jsonable(study_json(study, records, extrapolation, about))
     write_json(folder / "summary.json", summary)
     figures = [name for name in written if name.endswith(".png")]
     write_text(folder / "summary.md", study_markdown(study, figures, extrapolation))
@@ -164,6 +167,9 @@ def extrapolation_rows(study: Study) -> list[dict]:
         }
         for curve in result.extrapolation:
             pair = paired.get((curve.group, curve.split, curve.encoding))
+            # the interval the verdict rests on (Holm's level at its rank, TOST's for an equivalent pair): a 95%
+            # interval may exclude 0 beside `inconclusive` after Holm (issue 64), this one cannot
+            level, decision_lo, decision_hi = pair.decision_interval() if pair else (math.nan,) * 3
             rows.append(
                 {
                     "domain": result.domain,
@@ -183,6 +189,9 @@ def extrapolation_rows(study: Study) -> list[dict]:
                     "past_seeds": (len(pair.seeds_a) if pair.paired else f"{len(pair.seeds_a)}/{len(pair.seeds_b)}")
                     if pair
                     else "",
+                    "past_decision_level": level,
+                    "past_decision_lo": decision_lo,
+                    "past_decision_hi": decision_hi,
                     "past_p_holm": pair.p_holm if pair else math.nan,
                     "past_p_tost": pair.p_tost if pair else math.nan,
                     "past_verdict": pair.verdict if pair else "",

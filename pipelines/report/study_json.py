@@ -12,6 +12,7 @@ from pipelines.analysis.stats import mean_rank
 from pipelines.analysis.study import BlockTest, Study
 from pipelines.report.answer import answer_text
 from pipelines.report.cost import cost_json
+from pipelines.report.study_about import domain_scale, domain_status
 from pipelines.runs.settings import fixed_properties
 
 
@@ -126,8 +127,11 @@ def held_settings(study: Study, domain: str) -> dict:
 _UNSET = object()
 
 
-def study_json(study: Study, records: list[dict], extrapolation: list[dict]) -> dict:
+def study_json(study: Study, records: list[dict], extrapolation: list[dict], about: dict | None = None) -> dict:
+    """`about`: what the study is (pipelines.report.study_about.study_about: its name, its README, the studies it
+    joins or supersedes), recorded as it is."""
     return {
+        "study": about or {},
         "runs": str(study.runs_root),
         "reference": study.ref,
         "domains": {
@@ -137,6 +141,8 @@ def study_json(study: Study, records: list[dict], extrapolation: list[dict]) -> 
                 "equivalence_region": result.metric.equivalence,
                 "preset": result.preset,
                 "settings": held_settings(study, result.domain),
+                "scale": domain_scale(study, result.domain),
+                "status": domain_status(result),
                 "interval": result.interval,
                 "seeds": {"used": result.seeds.used, "expected": result.seeds.expected},
                 "reference": result.ref,
