@@ -466,7 +466,7 @@ def test_each_published_page_opens_with_its_answer_the_same_as_summary_md(folder
     answers = page.eval_on_selector_all("#answer div.answer", "ds => ds.map(d => [d.dataset.domain, d.innerText])")
     markdown = section((folder / "summary.md").read_text(), "The answer")
     # each domain's answer: a line, then its list items (pipelines.report.answer)
-    expected = [block for block in markdown.split("\n\n") if block.startswith("**")]
+    expected = [block.strip() for block in markdown.split("\n\n") if block.strip().startswith("**")]
     assert answers and len(answers) == len(expected)
     for (domain, text), block in zip(answers, expected, strict=True):
         plain = [line.removeprefix("- ").replace("**", "").replace("`", "") for line in block.splitlines()]
