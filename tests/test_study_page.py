@@ -800,7 +800,8 @@ def test_each_published_readme_opens_with_its_studys_answer(folder):
     readme = (folder / "README.md").read_text()
     summary = json.loads((folder / "summary.json").read_text())
     block = readme.split(ANSWER_BEGIN, 1)[1].split(ANSWER_END, 1)[0]
-    assert block.split("\n\n")[2:-1] == [domain["answer"] for domain in summary["domains"].values()]
+    # every domain's answer (their order is summary.md's: test_a_study_readmes_answer_is_its_summary_md_answer)
+    assert sorted(block.split("\n\n")[2:-1]) == sorted(domain["answer"] for domain in summary["domains"].values())
     assert readme.index(ANSWER_BEGIN) < readme.index("\n## ")  # the first section
 
 
