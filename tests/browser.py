@@ -68,10 +68,12 @@ def why_no_browser() -> str | None:
 
 @dataclass
 class PageLog:
-    """What a page did while it was open: console errors, uncaught exceptions, requests off the machine."""
+    """What a page did while it was open: console errors, uncaught exceptions, requests off the machine, console
+    warnings (Vega's among them)."""
 
     errors: list[str] = field(default_factory=list)
     network: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 @contextlib.contextmanager
@@ -110,7 +112,14 @@ def open_page(context, path: Path, width: int = 1280) -> tuple:
             handle.abort()
 
     page.route("**/*", route)
-    page.on("console", lambda message: log.errors.append(message.text) if message.type == "error" else None)
+
+    def console(message) -> None:
+        if message.type == "error":
+            log.errors.append(message.text)
+        elif message.type == "warning":
+            log.warnings.append(message.text)
+
+    page.on("console", console)
     page.on("pageerror", lambda error: log.errors.append(f"uncaught: {error}"))
     page.goto(Path(path).resolve().as_uri())
     page.wait_for_selector("body[data-ready='true']", timeout=READY_TIMEOUT_MS, state="attached")

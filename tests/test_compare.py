@@ -327,7 +327,7 @@ def test_runs_at_other_commits_are_reported_not_refused(tmp_path):
     manifest["git"] = {"sha": "1" * 40, "dirty": True}
     path.write_text(json.dumps(manifest))
     text = compare(tmp_path / "runs", "jsb", tmp_path / "out").read_text()
-    assert "the runs were trained at 2 commits: `000000000000` (1 runs); `111111111111+dirty` (1 runs)" in text
+    assert "the runs were trained at 2 commits: `000000000000` (1 run); `111111111111+dirty` (1 run)" in text
 
 
 def test_the_per_example_column_averages_only_the_seeds_both_finished_even_when_they_share_one(tmp_path):

@@ -10,6 +10,7 @@ from pipelines.analysis.results import DomainResult
 from pipelines.analysis.verdict import OPEN, PairVerdict
 from pipelines.report.cost import cost_phrase
 from pipelines.report.looks import runs_needed
+from pipelines.report.markdown import counted
 from pipelines.report.verdicts import capped, interval_text
 
 # why a pair stopped, under each futility rule of a design (pipelines.analysis.design.FUTILITY_RULES)
@@ -17,6 +18,10 @@ STOPPED_BECAUSE = {
     "interval": "the design's conditional power to decide them by its cap was below its threshold",
     "small_delta": "this design's rule: Δ's point estimate inside ±{region:g} at a look, whatever its interval",
 }
+
+
+# beside an encoding that joined the study after its design was fixed (the glossary's `joined`)
+JOINED_MARK = "(joined family)"
 
 
 def _names(pairs: list[PairVerdict], with_seeds: bool = True, digits: int | None = None) -> str:
@@ -29,7 +34,10 @@ def _names(pairs: list[PairVerdict], with_seeds: bool = True, digits: int | None
         if digits is not None:
             _, lo, hi = pair.decision_interval()
             size = f" Δ {pair.delta:+.{digits}f} {interval_text(lo, hi, digits)}"
-        return f"`{pair.a}`{size} ({look}{len(pair.seeds_a)} seeds)" if with_seeds else f"`{pair.a}`{size}"
+        # an encoding that joined the study is tested in a family of its own: said beside its name (issue 64: the
+        # irope ablations were listed among jsb-confirm's better encodings as if of the study's own design)
+        name = f"`{pair.a}`" + (f" {JOINED_MARK}" if pair.scope == "joined" else "")
+        return f"{name}{size} ({look}{len(pair.seeds_a)} seeds)" if with_seeds else f"{name}{size}"
 
     return ", ".join(one(pair) for pair in sorted(pairs, key=lambda p: (p.look or 0, p.a)))
 
@@ -60,7 +68,7 @@ def answer_text(result: DomainResult) -> str:
         return (
             f"{result.heading} (reference `{ref}`{chosen}; a design of {len(design.encodings)} encodings against "
             f"it, looks at {', '.join(map(str, design.looks))} seeds): its first look is not reached, so no pair "
-            f"is tested yet; the first look needs {len(verdicts.next_runs)} more runs"
+            f"is tested yet; the first look needs {counted(len(verdicts.next_runs), 'more run')}"
             + (f"; {spent}." if spent else ".")
         )
     digits = result.metric.digits
@@ -101,6 +109,19 @@ def answer_text(result: DomainResult) -> str:
     if spent:
         parts.append(spent)
     return "\n".join([head, *(f"- {part}" for part in parts)])
+
+
+def answer_order(results: list[DomainResult]) -> list[DomainResult]:
+    """The domains in the order the answer gives them, in summary.md, on the page and in the README alike: the
+    study's, each bridged study right after the domain it is ranked in (the README had them so, summary.md not:
+    issue 64 asks that the two agree)."""
+    domains = {result.domain for result in results}
+    ordered = []
+    for result in results:
+        if result.ranked_with in domains:
+            continue  # given after the domain it is ranked in
+        ordered += [result, *(other for other in results if other.ranked_with == result.domain)]
+    return ordered
 
 
 # The study README's answer block: written between these lines by every report of the study (make publish, make

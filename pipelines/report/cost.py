@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pipelines.analysis.cost import Cost, combined
 from pipelines.analysis.results import DomainResult
-from pipelines.report.markdown import markdown_table
+from pipelines.report.markdown import counted, markdown_table
 
 
 def hours(value: float) -> str:
@@ -19,7 +19,7 @@ def cost_phrase(result: DomainResult) -> str:
         return ""
     per = cost.per_decided(result.decided)
     each = f"{hours(per)} per decided pair, {result.decided} decided" if per is not None else "no pair decided yet"
-    return f"spent {hours(cost.hours)} {cost.unit} on {cost.runs} runs ({each})"
+    return f"spent {hours(cost.hours)} {cost.unit} on {counted(cost.runs, 'run')} ({each})"
 
 
 def timing_sentence(cost: Cost) -> str:

@@ -25,7 +25,7 @@ from pipelines.report.answer import answer_text
 from pipelines.report.figures import plot_accuracy, plot_extrapolation, plot_nll, plot_nll_by_position
 from pipelines.report.files import publish, write_csv
 from pipelines.report.looks import families_text, looks_section
-from pipelines.report.markdown import bold_if, fmt_mean_rank, markdown_table, missing_section
+from pipelines.report.markdown import bold_if, counted, fmt_mean_rank, markdown_table, missing_section
 from pipelines.report.study_figures import plot_cd
 from pipelines.report.verdicts import (
     PAIRS_HEADER,
@@ -152,7 +152,7 @@ def commits_line(result: DomainResult) -> str:
     held = result.commits
     if len(held) <= 1:
         return f"Code: every run at commit `{next(iter(held), 'unknown')}`."
-    listed = "; ".join(f"`{sha}` ({len(labels)} runs)" for sha, labels in sorted(held.items()))
+    listed = "; ".join(f"`{sha}` ({counted(len(labels), 'run')})" for sha, labels in sorted(held.items()))
     return (
         f"Code: the runs were trained at {len(held)} commits: {listed}. Everything that can change a result is "
         "the same for all of them (checked); a commit changes results only through those."

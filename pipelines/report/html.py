@@ -6,7 +6,8 @@ draw from (the binned per-position curves, the extrapolation rows, the variance 
 analysis read). The verdict words come from the helpers the markdown uses (pipelines.report.verdicts), so the page
 and summary.md cannot word a verdict differently.
 
-Layout: a header (what the study is, links to summary.md/csv/json), the leaderboard (sortable, one row per domain
+Layout: a header (what the study is, links to summary.md/csv/json; its first screen the top of the leaderboard,
+each domain's best rows with their Δ, beside or above the answer), the leaderboard (sortable, one row per domain
 and encoding, then the mean rank across domains), the Δ forest plot per domain, the extrapolation (NLL by position
 and by window length, YaRN rows togglable), make settle's looks, one run (training curves, manifest, per-example
 NLL against the reference's on the same seed) and the variance components. A domain filter hides every other
@@ -41,6 +42,8 @@ import vl_convert
 from pipelines.analysis.evidence import commit_label
 from pipelines.analysis.results import bridged_settings_text
 from pipelines.analysis.study import Study
+from pipelines.report.answer import answer_order
+from pipelines.report.markdown import counted
 from pipelines.report.page_charts import (
     SHOWN_BY_DEFAULT,
     Colours,
@@ -61,6 +64,7 @@ from pipelines.report.page_tables import (
     looks_tables,
     mean_rank_rows,
     p_cell,
+    top_of_leaderboard,
 )
 from pipelines.runs.layout import is_derived
 
@@ -206,9 +210,22 @@ def header_facts(study: Study, summary: dict, runs: list[dict]) -> dict:
             for sha, count in sorted(commits.items())
         ],  # fmt: skip
         "machines": [{"what": what, "runs": count} for what, count in machines.most_common()],
-        "runs_root": summary["runs"],
+        "provenance": provenance(summary),
         "reference": summary["reference"],
         "missing": summary["missing_runs"],
+    }
+
+
+def provenance(summary: dict) -> dict:
+    """Where the study's runs were read from, from summary.json's `runs` (pipelines.runs.published_join.runs_label:
+    the local runs folder, then each published study joined, `runs + docs/results/x`): the local folder (None where
+    there was none: `--runs none`) and the published studies by name, this study's own marked. The page said
+    `Runs: none + docs/results/...` of a study published from its evidence alone (issue 64)."""
+    local, *published = str(summary["runs"]).split(" + ")
+    name = (summary.get("study") or {}).get("name", "")
+    return {
+        "local": None if local == "none" and published else local,
+        "published": [{"name": Path(folder).name, "own": Path(folder).name == name} for folder in published],
     }
 
 
@@ -412,19 +429,24 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
     environment.filters["code_spans"] = code_spans
     environment.filters["markdown_spans"] = markdown_spans
     environment.filters["answer_html"] = answer_html
+    environment.filters["counted"] = counted
     template = environment.get_template("study.html.j2")
     # a study of one domain (a bridged study counts in its domain): its mean rank is that domain's rank, and no test
     # across domains can run
     one_domain = len(study.ranked_domains) == 1
+    leaderboard = leaderboard_rows(study, summary)
     fixed = dict(  # what does not depend on the detail per run: computed once, whatever the level
         links=links,
         heading=study_heading(summary),
         glossary=GLOSSARY,
         scale_columns=SCALE_COLUMNS,
         domains=[result.domain for result in study.results],
-        answers=[{"domain": d, "text": summary["domains"][d]["answer"]} for d in (r.domain for r in study.results)],
+        answers=[
+            {"domain": r.domain, "text": summary["domains"][r.domain]["answer"]} for r in answer_order(study.results)
+        ],
         leaderboard_columns=leaderboard_columns(study),
-        leaderboard=leaderboard_rows(study, summary),
+        leaderboard=leaderboard,
+        top=top_of_leaderboard(study, leaderboard, summary),
         mean_rank_columns=ONE_DOMAIN_RANK_COLUMNS if one_domain else MEAN_RANK_COLUMNS,
         mean_rank=mean_rank_rows(summary),
         one_domain=one_domain,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pipelines.analysis.results import DomainResult
 from pipelines.analysis.sequential import FamilyResult
 from pipelines.analysis.verdict import STOPPED_BY
+from pipelines.report.markdown import counted
 
 
 def families_text(result: DomainResult) -> str:
@@ -42,7 +43,7 @@ def families_text(result: DomainResult) -> str:
 def runs_needed(count: int, result: DomainResult) -> str:
     """`count` (encoding, seed) pairs of `result`'s domain as training runs: one per task in a domain with tasks."""
     tasks = len(result.tasks.chance) if result.tasks else 1
-    return f"{count} runs" if tasks <= 1 else f"{count * tasks} runs ({count} encoding-seeds x {tasks} tasks)"
+    return counted(count, "run") if tasks <= 1 else f"{count * tasks} runs ({count} encoding-seeds x {tasks} tasks)"
 
 
 def design_status(family: FamilyResult, result: DomainResult) -> str:

@@ -26,3 +26,8 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def missing_section(lines: list[str]) -> list[str]:
     return ["## Missing runs", "", *([f"- {line}" for line in lines] or ["None."]), ""]
+
+
+def counted(count: int, what: str) -> str:
+    """`1 run`, `3 runs`: a count with its noun (issue 64: "(1 runs)")."""
+    return f"{count} {what}{'' if count == 1 else 's'}"

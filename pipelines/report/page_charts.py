@@ -166,10 +166,17 @@ def forest_spec(result: DomainResult, summary: dict) -> dict | None:
     )
     chart = alt.layer(band, zero, interval, point).properties(
         width="container",
-        height=alt.Step(22),
+        height=22 * len(values),  # 22 px a row (a Step height made Vega warn: FIT_WIDTH)
+        autosize=FIT_WIDTH,
         title=_title([f"{result.domain}: Δ to {result.ref}", f"shaded: equivalence ±{region:g}"]),
     )
     return chart.to_dict()
+
+
+# a chart as wide as its container and as tall as its rows: fitted in width only, its height a number of pixels
+# per row (a Step height with a container width, Vega warned in the console: "Dropping fit-y because spec has
+# discrete height", whatever the autosize)
+FIT_WIDTH = alt.AutoSizeParams(type="fit-x", contains="padding")
 
 
 def _title(lines: list[str]) -> alt.TitleParams:
@@ -349,7 +356,12 @@ def variance_spec(result: DomainResult, summary: dict) -> dict | None:
                 alt.Tooltip("sd:Q", title="SD", format=".3~g"),
             ],
         )
-        .properties(width="container", height=alt.Step(24), title=_title([result.domain, "SD of each component"]))
+        .properties(
+            width="container",
+            height=24 * len(values),
+            autosize=FIT_WIDTH,
+            title=_title([result.domain, "SD of each component"]),
+        )
     )
     return chart.to_dict()
 

@@ -16,7 +16,7 @@ from domains.atomic import write_json, write_text
 from pipelines.analysis.paper import paper_nll
 from pipelines.analysis.results import DomainResult, Entry
 from pipelines.analysis.study import Study
-from pipelines.report.answer import answer_markers_problem, with_answer_block
+from pipelines.report.answer import answer_markers_problem, answer_order, with_answer_block
 from pipelines.report.domain import render_domain_report, verdict_record
 from pipelines.report.files import jsonable, publish, write_csv
 from pipelines.report.html import INDEX, study_page
@@ -150,8 +150,8 @@ def render_study(study: Study, folder: Path, readme: str | None = None, about: d
     links.update({f"{domain}/summary.md": f"{domain}/summary.md" for domain in study.domains})
     write_text(folder / INDEX, study_page(study, summary, links))
     if readme is not None:
-        # in summary.json's order (its keys are written sorted), so that a bridge reads beside its domain
-        answers = [summary["domains"][name]["answer"] for name in sorted(summary["domains"])]
+        # in summary.md's order: a bridge beside its domain
+        answers = [summary["domains"][result.domain]["answer"] for result in answer_order(study.results)]
         write_text(folder / README, with_answer_block(readme, answers))
         written.append(README)
     return [*study.domains, "summary.md", "summary.csv", "summary.json", INDEX, *written]

@@ -12,7 +12,7 @@ import numpy as np
 from pipelines.analysis.paper import PAPER_NLL, PAPER_PRESET
 from pipelines.analysis.results import DomainResult, bridged_settings_text
 from pipelines.analysis.study import AT_CHANCE, Study
-from pipelines.report.answer import answer_text
+from pipelines.report.answer import answer_order, answer_text
 from pipelines.report.cost import cost_section
 from pipelines.report.domain import EXTRAPOLATION_FIGURE, INTERVAL_METHOD, left_out_note, paired_tests_note
 from pipelines.report.markdown import bold_if, fmt_mean_rank, markdown_table, missing_section
@@ -38,7 +38,7 @@ def study_markdown(study: Study, figures: list[str], extrapolation: list[dict]) 
         "",
         "## The answer",
         "",
-        *[line for result in study.results for line in (answer_text(result), "")],
+        *[line for result in answer_order(study.results) for line in (answer_text(result), "")],
         *unfinished,
         *([""] if unfinished else []),
         *[f"- {note}" for note in incomplete],

@@ -4,6 +4,10 @@
 (async function () {
   "use strict";
 
+  if (typeof DecompressionStream === "undefined") {
+    throw new Error("this browser has no DecompressionStream, which unpacks the page's charts and runs");
+  }
+
   // what the page carries gzipped in base64 (pipelines.report.html._packed), as text
   async function inflate(id) {
     const text = atob(document.getElementById(id).textContent.trim());
@@ -90,28 +94,83 @@
     details.addEventListener("toggle", () => window.dispatchEvent(new Event("resize")))
   );
 
+  // ------------------------------------------------------------------------------------- table heads
+
+  // a table's head stays in view under the toolbar while any of its rows is (issue 64): a table wider than the
+  // screen scrolls sideways inside its box, and a box that scrolls is where position: sticky sticks, never the page
+  // (the head stuck inside a 732 px box, or was off screen while reading the last rows); the head is moved down by
+  // hand instead, within its table
+  const toolbar = document.querySelector("nav.toolbar");
+  const heads = Array.from(document.querySelectorAll("main table.data > thead"));
+  let placing = false;
+  function placeHeads() {
+    placing = false;
+    const bar = toolbar ? toolbar.getBoundingClientRect() : null;
+    const top = bar && bar.top <= 0.5 ? bar.bottom : 0; // under the toolbar once it is pinned to the top
+    heads.forEach((head) => {
+      const table = head.parentElement.getBoundingClientRect();
+      const height = head.offsetHeight;
+      const shift = Math.max(0, Math.min(top - table.top, table.height - 2 * height));
+      head.style.transform = shift > 0 ? `translateY(${shift}px)` : "";
+    });
+  }
+  function schedulePlaceHeads() {
+    if (!placing) {
+      placing = true;
+      requestAnimationFrame(placeHeads);
+    }
+  }
+  window.addEventListener("scroll", schedulePlaceHeads, { passive: true });
+  window.addEventListener("resize", schedulePlaceHeads);
+  placeHeads();
+
   // -------------------------------------------------------------------------------------------- charts
 
-  // a click or a tap on a mark writes its tooltip's figures under the chart: a phone has no hover
-  function showPoint(element, item) {
+  // a click or a tap on a mark writes its tooltip's figures next to it: a phone has no hover, and written under a
+  // tall chart they landed 680 px below the point (issue 64)
+  function showPoint(element, event, item) {
     if (!item || !item.tooltip || typeof item.tooltip !== "object") return;
-    let detail = element.nextElementSibling;
-    if (!detail || !detail.classList.contains("point-detail")) {
+    const figure = element.closest("figure") || element.parentElement;
+    let detail = figure.querySelector(":scope > .point-detail");
+    if (!detail) {
       detail = document.createElement("p");
       detail.className = "point-detail";
       detail.setAttribute("aria-live", "polite");
-      element.after(detail);
+      detail.setAttribute("role", "status");
+      detail.title = "tap to close";
+      detail.addEventListener("click", () => detail.remove()); // it lies over the points below it
+      figure.appendChild(detail);
     }
     detail.textContent = Object.entries(item.tooltip).map(([name, value]) => `${name}: ${value}`).join("; ");
+    // just below the point, within the figure's width
+    const box = figure.getBoundingClientRect();
+    const y = event && Number.isFinite(event.clientY) ? event.clientY - box.top : 0;
+    detail.style.top = `${Math.round(y + 14)}px`;
   }
 
-  const embedded = Array.from(document.querySelectorAll("div.chart[data-chart]")).map((element) =>
-    vegaEmbed(element, charts[element.dataset.chart], { actions: false, renderer: "svg" }).then((result) => {
-      views[element.dataset.chart] = result.view;
-      result.view.addEventListener("click", (event, item) => showPoint(element, item));
+  // the one-run view's charts are drawn with the run the page opens on: drawn empty, Vega warned of an infinite
+  // extent in the console
+  const opening = runRows(runs.get(picker.value));
+  function withData(name, spec) {
+    const rows = opening && { "run-train": opening.train, "run-examples": opening.examples }[name];
+    return rows ? { ...spec, data: { ...spec.data, values: rows } } : spec;
+  }
+
+  const embedded = Array.from(document.querySelectorAll("div.chart[data-chart]")).map((element) => {
+    const name = element.dataset.chart;
+    // a one-run chart of a run without a training log or a reference's examples is drawn empty and hidden
+    // (showRun); Vega's warnings of its empty scales are left out of the console, and only of these charts
+    const options = { actions: false, renderer: "svg", ...(name.startsWith("run-") ? { logLevel: 1 } : {}) };
+    return vegaEmbed(element, withData(name, charts[name]), options).then((result) => {
+      views[name] = result.view;
+      result.view.addEventListener("click", (event, item) => showPoint(element, event, item));
+      // a chart is an image to a screen reader, named by its text alternative (Vega names it a graphics document,
+      // which no browser maps to a named role: the charts read as unnamed)
+      element.setAttribute("role", "img");
+      element.setAttribute("aria-label", charts[name].description || name);
       element.dataset.rendered = "true";
-    })
-  );
+    });
+  });
 
   const yarn = document.getElementById("show-yarn");
   if (yarn) {
@@ -161,14 +220,21 @@
     document.getElementById(id).textContent = text;
   }
 
-  function showRun(label) {
-    const run = runs.get(label);
-    if (!run) return;
+  // a run's rows for the one-run charts: its training curves, its examples against the reference's
+  function runRows(run) {
+    if (!run) return null;
     const train = (run.train || []).map(([curve, step, loss]) => ({ curve, step, loss }));
     const reference = run.ref ? new Map(runs.get(run.ref).examples) : new Map();
     const examples = run.examples
       .filter(([example]) => reference.has(example))
       .map(([example, nll]) => ({ example: String(example), run: nll, ref: reference.get(example) }));
+    return { train, examples };
+  }
+
+  function showRun(label) {
+    const run = runs.get(label);
+    if (!run) return;
+    const { train, examples } = runRows(run);
     if (views["run-train"]) views["run-train"].data("train", train).runAsync();
     if (views["run-examples"]) views["run-examples"].data("examples", examples).runAsync();
     setText(
@@ -196,11 +262,19 @@
   }
   picker.addEventListener("change", () => showRun(picker.value));
 
-  try {
-    await Promise.all(embedded);
-    if (picker.value) showRun(picker.value);
-    document.body.dataset.ready = "true";
-  } catch (error) {
-    console.error(error);
-  }
-})().catch((error) => console.error(error));
+  await Promise.all(embedded);
+  if (picker.value) showRun(picker.value);
+  placeHeads();
+  document.body.dataset.ready = "true";
+})().catch((error) => {
+  // said on the page, not only in the console: a reader whose browser cannot run the script sees why the charts
+  // are missing, and that the numbers are in the tables and in summary.md
+  console.error(error);
+  const box = document.getElementById("page-error");
+  box.textContent =
+    "This page's script stopped (" + (error && error.message ? error.message : String(error)) + "): the charts, " +
+    "sorting, the domain filter and the one-run view may be missing or incomplete. The answer and the tables are " +
+    "here, and every number is in summary.md.";
+  box.hidden = false;
+  document.body.dataset.failed = "true";
+});
