@@ -565,7 +565,8 @@ def test_the_analysis_and_the_report_are_functions_of_the_loaded_runs(tmp_path):
         inspection = root / "jsb" / run / "inspect" / "test.json"
         inspection.parent.mkdir(parents=True)
         inspection.write_text(json.dumps({"split": "test", "recency": profile.as_json()}))
-    in_place = study(root, None, tmp_path / "in_place", ref="darope")
+    # both reports in a folder of the same name: a study is named by its folder (summary.json's study record)
+    in_place = study(root, None, tmp_path / "in_place" / "study", ref="darope")
 
     sys.addaudithook(_record_opens)
     OPENED = []
@@ -575,7 +576,7 @@ def test_the_analysis_and_the_report_are_functions_of_the_loaded_runs(tmp_path):
         root.rename(tmp_path / "moved")  # nothing under the runs folder can be opened from here on
         OPENED = []
         analysed = analyse_loaded(root, loaded, "darope")
-        from_loaded = write_study_report(analysed, tmp_path / "from_loaded")
+        from_loaded = write_study_report(analysed, tmp_path / "from_loaded" / "study")
         opened_after = [path for path in OPENED if path.startswith(str(root))]
     finally:
         OPENED = None
