@@ -139,8 +139,10 @@ def forest_spec(result: DomainResult, summary: dict) -> dict | None:
         .encode(x=alt.X("lo:Q", scale=scale), x2="hi:Q")
     )
     zero = alt.Chart(alt.Data(values=[{"zero": 0.0}])).mark_rule(color="#8c959f").encode(x=alt.X("zero:Q", scale=scale))
+    # only the rows with an interval: a pair of one seed has none, and an empty extent makes Vega warn
+    with_interval = [v for v in values if isinstance(v["lo"], int | float) and isinstance(v["hi"], int | float)]
     interval = (
-        alt.Chart(data)
+        alt.Chart(alt.Data(values=with_interval))
         .mark_rule(strokeWidth=2)
         .encode(x=alt.X("lo:Q", scale=scale), x2="hi:Q", y=y, color=alt.value("#57606a"), tooltip=tooltip)
     )
@@ -164,7 +166,8 @@ def forest_spec(result: DomainResult, summary: dict) -> dict | None:
             tooltip=tooltip,
         )
     )
-    chart = alt.layer(band, zero, interval, point).properties(
+    layers = [band, zero, interval, point] if with_interval else [band, zero, point]
+    chart = alt.layer(*layers).properties(
         width="container",
         height=22 * len(values),  # 22 px a row (a Step height made Vega warn: FIT_WIDTH)
         autosize=FIT_WIDTH,
