@@ -705,7 +705,9 @@ def test_a_drawn_interval_excludes_zero_exactly_when_the_verdict_is_better_or_wo
                 assert excludes == (point["verdict"] in ("better", "worse")), (name, point)
                 checked += 1
     summary = json.loads((folder / "summary.json").read_text())
-    tested = [r for d in summary["domains"].values() for r in d["encodings"].values() if r["decision_lo"] not in ("", None)]
+    tested = [
+        r for d in summary["domains"].values() for r in d["encodings"].values() if r["decision_lo"] not in ("", None)
+    ]
     assert checked == 2 * len(tested)
 
 
