@@ -53,8 +53,12 @@ def _attr(value) -> str:
     return json.dumps(value) if isinstance(value, int | float) else str(value)
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def number_text(value, digits: int, signed: bool = False) -> str:
-    if not isinstance(value, int | float) or isinstance(value, bool):
+    if not _is_number(value):
         return ""
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
@@ -102,10 +106,6 @@ def plain_label(result: DomainResult, encoding: str) -> tuple[str, str]:
 
 def _seed_count(record: dict) -> int:
     return len(record["seeds"]) if isinstance(record.get("seeds"), dict) else 0
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def by_rank(encodings: dict[str, dict]) -> list[str]:
@@ -268,7 +268,7 @@ SORTS_BETTER_FIRST = "; sorting puts the better first, in each domain's own dire
 def better_first(value, higher_is_better: bool):
     """The sort key that puts the better value first when ascending (a score or Δ of a higher-is-better metric
     negated); None for a missing value."""
-    if not isinstance(value, int | float) or isinstance(value, bool):
+    if not _is_number(value):
         return None
     return -value if higher_is_better else value
 
