@@ -225,3 +225,42 @@ def test_flops_and_description_by_hand():
     assert described["parameters"] == 2 * 4 * 32 + 2 * 4 and described["parameters_per_layer"] == 132
     assert described["qk_width"] == 16  # 8 + 3 parts of F + 3 ones, padded to a multiple of 8
     assert build_encoding("fox", {}, n_layer=1, n_head=2, d_model=24, context=8).qk_width == 24  # 12 + 6 -> 24
+
+
+def test_decay_time_option_changes_the_gate_bias_init_and_nothing_else():
+    """Issue 66's option: under the same seed every parameter of the model is the default's bit for bit but the
+    gate bias, which is -log(expm1(1 / tau_h)) with tau log-spaced over the heads (4, 16, 64 for 3 heads from 4 to
+    64), the same in every layer: at x = 0 the logit term is then -(i - j) / tau_h, a factor e every tau_h tokens."""
+
+    def model(**options):
+        torch.manual_seed(0)
+        return GPT(GPTConfig(vocab_size=23, context=16, n_layer=2, n_head=3, d_model=24, pe="fox", pe_options=options))
+
+    default, opened = model().double(), model(decay_time_min=4, decay_time_max=64).double()
+    ours, theirs = opened.state_dict(), default.state_dict()
+    assert ours.keys() == theirs.keys()
+    assert [name for name in ours if not torch.equal(ours[name], theirs[name])] == ["encoding.gate_bias"]
+    assert torch.all(default.encoding.gate_bias == 0)
+    gates = torch.sigmoid(opened.encoding.gate_bias)  # b was made in float32: right to its rounding
+    for layer in range(2):
+        assert gates[layer].tolist() == pytest.approx([math.exp(-1 / tau) for tau in (4, 16, 64)], rel=1e-7)
+    term = logit_term(opened.encoding, torch.zeros(1, 9, 24, dtype=torch.float64), layer=1)
+    i, j = torch.arange(9)[:, None], torch.arange(9)[None, :]
+    for head, tau in enumerate((4, 16, 64)):
+        assert torch.allclose(term[0, head][i >= j], (-(i - j) / tau)[i >= j].double(), atol=1e-6)
+    assert opened.encoding.describe()["gate_bias_init"] == "decay times 4, 16, 64"
+    assert "gate_bias_init" not in default.encoding.describe()  # the reference's runs describe themselves as before
+
+
+@pytest.mark.parametrize(
+    "options, refusal",
+    [
+        ({"decay_time_min": 4}, "set both, or neither"),
+        ({"decay_time_max": 64}, "set both, or neither"),
+        ({"decay_time_min": 64, "decay_time_max": 4}, "decay_time_min=64 > decay_time_max=4"),
+        ({"decay_time_min": 0, "decay_time_max": 4}, "decay_time_min=0 .must be a number > 0"),
+    ],
+)
+def test_decay_times_are_refused_by_name(options, refusal):
+    with pytest.raises(ValueError, match=refusal):
+        build_encoding("fox", options, **DIMS)

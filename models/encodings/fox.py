@@ -18,6 +18,17 @@ about log 2 per token; log f is `logsigmoid` of the fp32 logit. The bias takes n
 utils.py), nor here (`optimizer_groups`); w follows the default rule (decayed). The paper's "Pro" additions
 (output gate, QK-norm, key/value shift) are architecture, not position, and are left out.
 
+Option (issue 66; not the reference's default, and off unless a config sets it): `decay_time_min` and
+`decay_time_max` start the gates open instead of at 1/2, with the reference's own formula for its data-independent
+gates (`fgate_bias_init`, used there with `fgate_type` "bias_only" or "fixed" only; its "full" gate asserts it off):
+
+    tau_h = exp(linspace(log decay_time_min, log decay_time_max, H))_h      (the same in every layer)
+    b_h   = -log(expm1(1 / tau_h))        so that  sigmoid(b_h) = exp(-1 / tau_h)
+
+at w . x = 0 a key then loses a factor e every tau_h tokens, where the zero bias loses a factor 2 every token.
+Only b's initial value changes: w, its init and the random stream are untouched (w is drawn first; the bias draws
+nothing either way). docs/presets.md, "FoX's plateau on MAESTRO (issue 66)", says why the option exists.
+
 How it is computed: as widened q and k on the fused kernel, which is exact. The bias is a difference of a
 per-query and a per-key number, so it is one more term of a dot product:
 
@@ -66,6 +77,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.encodings.base import PositionalEncoding, outside_autocast, register
+from models.encodings.options import Option
 from models.encodings.rope import at_least_fp32
 
 INIT_STD = 0.02  # initializer_range of the reference code: gate weights N(0, 0.02^2), bias 0
@@ -78,11 +90,19 @@ class FoX(PositionalEncoding):
     name = "fox"
     takes_random_positions = False  # the forget gates carry the order, not the positions given
     mechanism = "qk"
+    option_rules = {
+        "decay_time_min": Option("number", "> 0", lambda v: v > 0, optional=True, why="tokens per factor e at init"),
+        "decay_time_max": Option("number", "> 0", lambda v: v > 0, optional=True, why="tokens per factor e at init"),
+    }
 
-    def __init__(self, **dims: int) -> None:
+    def __init__(self, *, decay_time_min: float | None = None, decay_time_max: float | None = None, **dims: int):
         super().__init__(**dims)
         self.gate_weight = nn.Parameter(torch.randn(self.n_layer, self.n_head, self.d_model) * INIT_STD)  # w_h
+        self.decay_times = decay_times(decay_time_min, decay_time_max, self.n_head)
         self.gate_bias = nn.Parameter(torch.zeros(self.n_layer, self.n_head))  # b_h
+        if self.decay_times is not None:
+            with torch.no_grad():
+                self.gate_bias.copy_(bias_of_decay_time(self.decay_times).expand(self.n_layer, -1))
         self.qk_width = math.ceil((self.head_dim + 2 * PARTS) / WIDTH_MULTIPLE) * WIDTH_MULTIPLE
 
     @property
@@ -113,7 +133,28 @@ class FoX(PositionalEncoding):
         return [{"params": [self.gate_bias], "weight_decay": 0.0}]
 
     def describe(self):
-        return {**super().describe(), "qk_width": self.qk_width, "gate": "sigmoid(w_h . x + b_h) per layer and head"}
+        gate = "sigmoid(w_h . x + b_h) per layer and head"
+        described = {**super().describe(), "qk_width": self.qk_width, "gate": gate}
+        if self.decay_times is not None:  # said only when set: the reference's runs describe themselves as before
+            described["gate_bias_init"] = "decay times " + ", ".join(f"{t:.4g}" for t in self.decay_times.tolist())
+        return described
+
+
+def decay_times(low: float | None, high: float | None, n_head: int) -> torch.Tensor | None:
+    """tau_h, log-spaced from `low` to `high` over the heads (the reference's `fgate_bias_init`), float64; None
+    when neither is set (the reference's zero bias)."""
+    if low is None and high is None:
+        return None
+    if low is None or high is None:
+        raise ValueError(f"encoding 'fox': decay_time_min={low}, decay_time_max={high} (set both, or neither)")
+    if low > high:
+        raise ValueError(f"encoding 'fox': decay_time_min={low} > decay_time_max={high}")
+    return torch.linspace(math.log(low), math.log(high), n_head, dtype=torch.float64).exp()
+
+
+def bias_of_decay_time(tau: torch.Tensor) -> torch.Tensor:
+    """b = -log(expm1(1 / tau)): the bias whose gate sigmoid(b) is exp(-1 / tau)."""
+    return -torch.log(torch.expm1(1 / tau))
 
 
 def exact_parts(value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
