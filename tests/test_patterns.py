@@ -243,6 +243,41 @@ def test_irope_sliding_changes_only_the_rotary_layers_window_from_chunks_to_a_sl
     assert chunk_seen.tolist() == [m % 32 + 1 for m in range(100)]
 
 
+def test_irope_sliding_is_irope_with_the_same_weights_and_differs_only_where_a_window_reaches_past_its_chunk():
+    """The whole model: built under one seed, irope and irope_sliding hold the same parameters bit for bit (the
+    option draws nothing). Their rotary layers' masks differ exactly by the keys a sliding window of C sees in the
+    previous chunk (j < C floor(i / C) and i - j < C: a double loop, not AttentionWindow), none removed; the NoPE
+    layer's mask is the causal one in both. So the outputs agree to rounding at every position of the first chunk
+    (the two masks are equal there) and nowhere after it (where a query's window is its chunk, the keys it reads
+    already differ in the layer below)."""
+    C, T = 8, 29  # chunk_fraction 1/8 of L = 64: chunks of 8; T spans three chunks and part of a fourth
+
+    def model(sliding):
+        torch.manual_seed(3)
+        options = dict(chunk_fraction=0.125, floor_fraction=0.125, sliding_window=sliding)
+        config = GPTConfig(vocab_size=19, context=64, n_layer=4, n_head=2, d_model=16, pe="irope", pe_options=options)
+        return GPT(config)
+
+    chunked, sliding = model(False).double(), model(True).double()
+    ours, theirs = sliding.state_dict(), chunked.state_dict()
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[name], theirs[name]) for name in ours)
+    added = torch.zeros(T, T, dtype=torch.bool)
+    for i in range(T):
+        for j in range(i + 1):
+            added[i, j] = j < C * (i // C) and i - j < C  # in an earlier chunk, inside the window
+    for layer in range(3):
+        chunk_mask = visible_keys(chunked.encoding.attention_window(layer), T, torch.device("cpu"))
+        window_mask = visible_keys(sliding.encoding.attention_window(layer), T, torch.device("cpu"))
+        assert torch.equal(window_mask & ~chunk_mask, added) and not torch.any(chunk_mask & ~window_mask)
+    assert chunked.encoding.attention_window(3) is None and sliding.encoding.attention_window(3) is None
+    assert added.sum().item() == sum(C - 1 - i % C for i in range(C, T))  # per query past the first chunk
+    tokens = torch.randint(0, 19, (2, T), generator=torch.Generator().manual_seed(4))
+    out_chunked, out_sliding = chunked(tokens), sliding(tokens)
+    assert torch.allclose(out_chunked[:, :C], out_sliding[:, :C], atol=1e-12)
+    differs = (out_chunked - out_sliding).abs().amax(dim=(0, 2)) > 1e-6
+    assert differs[C:].all()
+
+
 def test_local_global_at_the_cpu_presets_depth_is_the_window_alone():
     """The third ablation needs no config of its own: at the cpu presets' 4 layers Gemma 3's rule has no global
     layer, so local_global is RoPE 10k over a sliding window of L/32 in every layer (JSB cpu: 32), with no NoPE
