@@ -28,6 +28,26 @@ def test_rosters_are_specs():
     assert roster("patterns") == [
         *("rope10k", "nope_every4", "irope", "rnope_swa", "local_global", "partial25", "partial10", "fope"),
     ]
+    assert roster("irope_ablations") == ["rope10k", "irope", "irope_no_qknorm", "irope_no_temp", "irope_sliding"]
+
+
+def test_irope_ablations_are_irope_with_one_option_changed():
+    """Each ablation of the roster is irope's config with exactly one option changed (issues 48, 66): what makes
+    it an ablation, and what a study holding irope can join as a family of its own."""
+    options = {entry: dict(compose_config([f"pe={entry}"]).pe.options) for entry in roster("irope_ablations")[1:]}
+    names = {entry: compose_config([f"pe={entry}"]).pe.name for entry in options}
+    assert set(names.values()) == {"irope"}
+    changed = {
+        entry: {key: value for key, value in opts.items() if options["irope"].get(key) != value}
+        for entry, opts in options.items()
+        if entry != "irope"
+    }
+    assert changed == {
+        "irope_no_qknorm": {"qk_norm": False},
+        "irope_no_temp": {"attn_scale": 0},
+        "irope_sliding": {"sliding_window": True},
+    }
+    assert all(set(options["irope"]) <= set(opts) for opts in options.values())  # none drops an option of irope's
 
 
 @pytest.mark.parametrize("entry", config_options("pe"))
