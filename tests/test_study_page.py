@@ -630,10 +630,10 @@ def test_the_page_names_the_code_a_run_had_outside_its_commit(tmp_path):
     facts = (tmp_path / "out" / INDEX).read_text().split('<p class="facts-line">', 1)[1].split("</p>", 1)[0]
     text = re.sub(r"<[^>]+>", "", facts)
     assert (
-        "aaaaaaaaaa with code outside the commit (configs/pe/rope_lf.yaml, models/encodings/rope_lf.py) (3 runs)"
-        in text
+        "aaaaaaaaaa with code outside the commit (configs/pe/rope_lf.yaml, models/encodings/rope_lf.py) "
+        "(3 trained runs)" in text
     )
-    assert "0000000000 (3 runs)" in text
+    assert "0000000000 (3 trained runs)" in text
 
 
 def test_the_forest_marks_a_verdict_by_shape_as_well_as_colour(fabricated):
@@ -1032,3 +1032,31 @@ def test_every_delta_a_study_readmes_tables_print_is_its_summary_json():
                         )
     assert wrong == []
     assert checked >= 20  # jsb-confirm's table of the windowed patterns, synthetic-cpu's two tables
+
+
+def _page_text(folder: Path) -> str:
+    """The page's text before its packed data, tags stripped and spaces collapsed."""
+    import html as html_module
+
+    page = (folder / INDEX).read_text().split('<script type="application/octet-stream"', 1)[0]
+    return " ".join(html_module.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+
+
+@pytest.mark.parametrize("folder", PUBLISHED, ids=[folder.name for folder in PUBLISHED])
+def test_every_run_count_on_a_page_says_what_it_counts(folder):
+    """Issue 64: a page said "179 runs" (its records: trained runs and the YaRN evaluations of them) beside "164
+    runs" (the trained runs its answer's cost counts), neither saying what it counted. Every count of runs in the
+    facts line says trained runs, and YaRN evaluations apart; the machines' counts add up to the answer's cost."""
+    summary = json.loads((folder / "summary.json").read_text())
+    facts = (folder / INDEX).read_text().split('<p class="facts-line">', 1)[1].split("</p>", 1)[0]
+    text = " ".join(re.sub(r"<[^>]+>", "", facts).split())
+    counts = re.findall(r"\((\d+) trained runs?(?:, (\d+) YaRN evaluations?)?\)", text)
+    assert counts and not re.search(r"\(\d+ runs?\)", text), text
+    machines = text.split("Machine", 1)[1]
+    trained = sum(int(n) for n, _ in re.findall(r"\((\d+) trained runs?(?:, (\d+) YaRN evaluations?)?\)", machines))
+    cost = summary["cost"]["all"]
+    assert trained == cost["runs"] + len(cost["untimed_runs"]), (text, cost)
+    for name, domain in summary["domains"].items():
+        runs = (summary["cost"]["domains"].get(name) or {}).get("runs")
+        if runs:
+            assert re.search(rf"on {runs} trained runs?\b", domain["answer"]), (name, domain["answer"])

@@ -43,7 +43,7 @@ from pipelines.analysis.evidence import commit_label
 from pipelines.analysis.results import bridged_settings_text
 from pipelines.analysis.study import Study
 from pipelines.report.answer import answer_order
-from pipelines.report.markdown import counted
+from pipelines.report.markdown import counted, runs_text
 from pipelines.report.page_charts import (
     SHOWN_BY_DEFAULT,
     Colours,
@@ -174,12 +174,13 @@ def header_facts(study: Study, summary: dict, runs: list[dict]) -> dict:
                 "encodings": len(domain["encodings"]),
             }
         )
-    commits = Counter()
+    derived = {run.label for run in study.runs if run.derived}
+    commits: dict[str, Counter] = {}
     for result in study.results:
         for sha, labels in result.commits.items():
-            commits[sha] += len(labels)
+            commits.setdefault(sha, Counter()).update(label in derived for label in labels)
     outside = outside_the_commit(study)
-    machines = Counter()
+    machines: dict[str, Counter] = {}
     for record in runs:
         manifest = record["manifest"]
         packages = manifest.get("packages") or {}
@@ -192,7 +193,7 @@ def header_facts(study: Study, summary: dict, runs: list[dict]) -> dict:
             )
             if part
         )
-        machines[described] += 1
+        machines.setdefault(described, Counter())[is_derived(record["encoding"])] += 1
     references: dict[tuple[str, str], list[str]] = {}
     for d in domains:
         references.setdefault((d["reference"], d["rule"]), []).append(d["name"])
@@ -204,12 +205,15 @@ def header_facts(study: Study, summary: dict, runs: list[dict]) -> dict:
             {
                 "sha": sha.removesuffix("+dirty")[:10],
                 "dirty": sha.endswith("+dirty"),
-                "runs": count,
+                "runs": runs_text(count[False], count[True]),
                 "files": outside.get(sha, []),
             }
             for sha, count in sorted(commits.items())
         ],  # fmt: skip
-        "machines": [{"what": what, "runs": count} for what, count in machines.most_common()],
+        "machines": [
+            {"what": what, "runs": runs_text(count[False], count[True])}
+            for what, count in sorted(machines.items(), key=lambda item: -item[1].total())
+        ],
         "provenance": provenance(summary),
         "reference": summary["reference"],
         "missing": summary["missing_runs"],
