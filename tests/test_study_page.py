@@ -1060,3 +1060,36 @@ def test_every_run_count_on_a_page_says_what_it_counts(folder):
         runs = (summary["cost"]["domains"].get(name) or {}).get("runs")
         if runs:
             assert re.search(rf"on {runs} trained runs?\b", domain["answer"]), (name, domain["answer"])
+
+
+@pytest.mark.parametrize("folder", PUBLISHED, ids=[folder.name for folder in PUBLISHED])
+def test_each_p_says_its_tests_df_and_each_interval_its_level(folder):
+    """Issue 64: jsb-cpu printed p (Holm) 1.57e-85 from 5 seeds, a moderated test on 1,004 df that the page did not
+    mention, and the interval's level changed row by row with nothing in the column head to say so. Each leaderboard
+    p is printed with its test's df as summary.json records them, `moderated` exactly where the pair's variance was
+    (a word the glossary explains); each Δ interval with its level, the column head saying the level is the row's."""
+    from pipelines.report.page_tables import df_text
+
+    summary = json.loads((folder / "summary.json").read_text())
+    page = (folder / INDEX).read_text()
+    board = page.split('id="leaderboard-table"', 1)[1].split("</table>", 1)[0]
+    assert "decision interval, its level" in board.split("</thead>", 1)[0]
+    assert "<dt>moderated</dt>" in page
+    rows = re.findall(r'<tr data-domain="([^"]*)" data-encoding="([^"]*)">(.*?)</tr>', board, re.S)
+    checked = 0
+    for domain, encoding, row in rows:
+        record = summary["domains"][domain]["encodings"][encoding]
+        p_cell = re.search(r'<td data-key="p_holm"[^>]*>(.*?)</td>', row, re.S)[1]
+        sub = re.search(r'<span class="sub">([^<]*)</span>', p_cell)
+        if isinstance(record["seed_p_holm"], float) and isinstance(record.get("seed_df"), float):
+            shown = df_text(record["seed_df"], record["seed_variance"])
+            assert sub and sub[1] == shown, (domain, encoding, p_cell)
+            assert ("moderated" in shown) == record["seed_variance"].startswith("moderated")
+            delta = re.search(r'<td data-key="delta"[^>]*>(.*?)</td>', row, re.S)[1]
+            assert re.search(r"\] \d+(?:\.\d+)?%</span>", delta), (domain, encoding, delta)
+            checked += 1
+    assert checked or not any(isinstance(r["seed_p_holm"], float) for d in summary["domains"].values()
+                              for r in d["encodings"].values())  # fmt: skip
+    assert df_text(1004.0, "moderated (prior d0 inf, s0 0.018 over 10 encodings x 5 seeds)") == "moderated, 1,004 df"
+    assert df_text(23.77, "moderated (prior d0 14.8)") == "moderated, 23.8 df"
+    assert df_text(2.0, "per-pair test (3 seeds: ...)") == "2 df" and df_text(float("nan"), "") == ""

@@ -351,6 +351,11 @@ GLOSSARY = (
      "trained for it"),
     ("futility", "a stop of the design for a pair it would not decide by its cap; it says nothing about the size "
      "of Δ, whose interval may be wide"),
+    ("moderated", "a difference test whose seed variance borrows strength from the other encodings of its family "
+     "(limma's moderated t, seeds as blocks): its degrees of freedom are the pair's own plus those of the family's "
+     "pooled variances (at most (encodings - 1) x (seeds - 1)), so that 5 seeds can give a test on tens or hundreds "
+     "of df and a p far below what 5 seeds alone could; used from 5 seeds where simulations hold its error rates. "
+     "The tables print each p's df beside it"),
     ("TOST", "two one-sided tests of whether Δ lies inside the region of practical equivalence (the leaderboard's "
      "region column); a pair is equivalent only where TOST shows it inside"),
     ("joined", "an encoding added to a study after its design was fixed: it forms its own family over the same "

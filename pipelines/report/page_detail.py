@@ -91,11 +91,13 @@ EXTRAPOLATION_COLUMNS = [
     ("verdict", "verdict", "better or worse: the Holm p below 0.05; equivalent: TOST"),
     (
         "delta",
-        "Δ past L [the verdict's interval] (← better)",
-        "per-seed difference to the reference past L, with the t-interval its verdict rests on (at its Holm level: "
-        "it excludes 0 exactly when the verdict is better or worse; TOST's for an equivalent pair); the 95% "
-        "t-interval on hover",
+        "Δ past L [the verdict's interval, its level] (← better)",
+        "per-seed difference to the reference past L, with the t-interval its verdict rests on at the level printed "
+        "beside it, each row's own (its Holm rank's: it excludes 0 exactly when the verdict is better or worse; "
+        "TOST's for an equivalent pair), so widths compare only between rows of one level; the 95% t-interval, one "
+        "level for every row, on hover",
     ),
+    ("region", "equiv.", "the region of practical equivalence TOST tests past L (±, nats)"),
     ("p_holm", "p (Holm)", "the t-test, Holm-adjusted over the split's encodings at 0.05"),
     ("nll_past", "pooled NLL past L (← better)", "mean NLL at positions >= L, seeds pooled: descriptive"),
     ("seeds", "seeds", "seeds the encoding evaluated the split on"),

@@ -5,6 +5,7 @@ leaderboard, the mean rank across domains and make settle's looks; every number 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, replace
 
@@ -67,6 +68,16 @@ def interval_text(lo, hi, digits: int, signed: bool = False) -> str:
     if not isinstance(lo, int | float) or not isinstance(hi, int | float):
         return ""
     return f"[{number_text(lo, digits, signed)}, {number_text(hi, digits, signed)}]"
+
+
+def df_text(df, variance) -> str:
+    """What a difference test's p rests on, printed beside it: `moderated, 1,004 df` where the pair's seed variance
+    was moderated toward its family's (limma's moderated t: the df add the family's pooled ones), else `4 df`, the
+    pair's own; nothing where the test has no df."""
+    if not _is_number(df) or not math.isfinite(df):
+        return ""
+    shown = f"{df:,.0f}" if abs(df - round(df)) < 1e-6 else f"{df:,.1f}"
+    return f"moderated, {shown} df" if str(variance or "").startswith("moderated") else f"{shown} df"
 
 
 def group_label(domain: str, group: str) -> str:
@@ -168,7 +179,14 @@ def leaderboard_rows(study: Study, summary: dict) -> list[dict]:
                             order=better_first(record["delta"], higher),
                         ),
                         "region": Cell(f"±{region:g}", region),
-                        "p_holm": Cell(p_cell(record["seed_p_holm"]), record["seed_p_holm"]),
+                        "p_holm": Cell(
+                            p_cell(record["seed_p_holm"]),
+                            record["seed_p_holm"],
+                            title=str(record.get("seed_variance") or ""),
+                            sub=df_text(record.get("seed_df"), record.get("seed_variance"))
+                            if _is_number(record["seed_p_holm"])
+                            else "",
+                        ),
                         "p_tost": Cell(p_cell(record["p_tost"]), record["p_tost"]),
                         "p_better": Cell(
                             number_text(record["p_better"], 2),
@@ -304,8 +322,10 @@ LEADERBOARD_COLUMNS = [
     ),
     (
         "delta",
-        "Δ vs ref [decision interval]",
-        "mean per-seed difference on the seeds both finished, with the interval the verdict rests on (its level)",
+        "Δ vs ref [decision interval, its level]",
+        "mean per-seed difference on the seeds both finished, with the interval the verdict rests on at the level "
+        "printed beside it: each row's own (its Holm rank's, or TOST's 90%), so widths compare only between rows of "
+        "one level; the plain 95% t-interval, one level for every row, on hover",
     ),
     (
         "score",
@@ -314,7 +334,12 @@ LEADERBOARD_COLUMNS = [
         "fixed, the spread over test examples only, not over training seeds (the verdict's Δ carries that)",
     ),
     ("region", "equiv.", "the region of practical equivalence TOST tests (±)"),
-    ("p_holm", "p (Holm)", "the difference test's p, Holm-adjusted within the verdict's family"),
+    (
+        "p_holm",
+        "p (Holm) [its test's df]",
+        "the difference test's p, Holm-adjusted within the verdict's family; beneath, the test's degrees of freedom: "
+        "`moderated` where the pair's seed variance borrows the family's (see the glossary), else the pair's own",
+    ),
     ("p_tost", "p TOST", "two one-sided tests of |Δ| ≥ the region"),
     (
         "p_better",
@@ -415,6 +440,8 @@ def looks_tables(study: Study, summary: dict) -> list[dict]:
                             "p_holm_value": _attr(pair["p_holm"]),
                             "alpha": f"{look['alpha']:.4g}",
                             "p_tost": p_cell(pair["p_tost"]),
+                            "df": df_text(pair.get("df"), pair.get("variance")),
+                            "variance": str(pair.get("variance") or ""),
                             "seeds": pair["seeds"],
                             "word": word,
                             "verdict": pair["verdict"],
