@@ -1063,6 +1063,32 @@ def test_every_run_count_on_a_page_says_what_it_counts(folder):
 
 
 @pytest.mark.parametrize("folder", PUBLISHED, ids=[folder.name for folder in PUBLISHED])
+def test_the_forest_ticks_fall_where_the_effects_are(folder):
+    """Issue 64: the forest's axis had no tick on JSB's negative side, where its better encodings are, and MAESTRO's
+    ±0.5 effects lay between ticks at -1, 0 and 1. Each forest's ticks include 0 and one on every side of 0 where a
+    Δ lies beyond the equivalence region, and every Δ lies within 1/8 of the axis (on its symlog scale) of a tick."""
+    from pipelines.report.page_charts import _symlog
+
+    charts = unpacked((folder / INDEX).read_text(), "charts-data")
+    forests = [spec for name, spec in charts.items() if name.startswith("forest-")]
+    assert forests
+    for spec in forests:
+        point = spec["layer"][-1]
+        x = point["encoding"]["x"]
+        ticks, constant = x["axis"]["values"], x["scale"]["constant"]
+        region = constant / 4
+        values = point["data"]["values"]
+        drawn = [v[k] for v in values for k in ("delta", "lo", "hi") if isinstance(v[k], int | float)] + [0.0]
+        span = _symlog(max(drawn), constant) - _symlog(min(drawn), constant)
+        assert 0.0 in ticks
+        for value in (v["delta"] for v in values):
+            if abs(value) > region:
+                assert any(t * value > 0 for t in ticks), (spec["title"], value, ticks)
+            near = min(abs(_symlog(value, constant) - _symlog(t, constant)) for t in ticks)
+            assert near <= span / 8, (spec["title"], value, ticks)
+
+
+@pytest.mark.parametrize("folder", PUBLISHED, ids=[folder.name for folder in PUBLISHED])
 def test_each_p_says_its_tests_df_and_each_interval_its_level(folder):
     """Issue 64: jsb-cpu printed p (Holm) 1.57e-85 from 5 seeds, a moderated test on 1,004 df that the page did not
     mention, and the interval's level changed row by row with nothing in the column head to say so. Each leaderboard
