@@ -55,6 +55,7 @@ from pipelines.report.page_charts import (
     window_specs,
 )
 from pipelines.report.page_detail import extrapolation_tables, friedman_tables, seed_tables, task_tables
+from pipelines.report.page_ranks import leaderboard_rank_notes, mean_rank_notes
 from pipelines.report.page_runs import RUN_DETAIL_LEVELS, run_records
 from pipelines.report.page_tables import (
     MEAN_RANK_COLUMNS,
@@ -461,6 +462,8 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
         one_domain=one_domain,
         not_ranked=summary["not_ranked"],
         bridges=bridge_notes(summary),
+        leaderboard_rank_notes=leaderboard_rank_notes(summary),
+        mean_rank_notes=mean_rank_notes(summary),
         sections=sections,
         looks=looks_tables(study, summary),
         seed_tables=seed_tables(summary),

@@ -13,6 +13,7 @@ from pipelines.analysis.results import DomainResult
 from pipelines.analysis.study import Study
 from pipelines.analysis.verdict import level_text
 from pipelines.report.answer import JOINED_MARK
+from pipelines.report.page_ranks import bridged_encodings
 from pipelines.report.verdicts import STOPPED_WORDS, capped, family_of, verdict_label
 
 
@@ -357,14 +358,23 @@ NOT_RESAMPLED_WHY = "not resampled where a domain holds fewer than 2 seeds"
 
 
 def mean_rank_rows(summary: dict) -> list[dict]:
+    """The mean rank's rows, best first; an encoding ranked in some domain by a bridged Δ says where, beside its name
+    (its P(rank 1) rests in part on a Δ read across settings)."""
+    bridged = bridged_encodings(summary)
     rows = []
     for encoding, record in summary["mean_rank"].items():
         lo, hi = record["ci_over_seeds"]
+        where = ", ".join(f"{domain} from {study}" for domain, study in bridged.get(encoding, {}).items())
         rows.append(
             {
                 "encoding": encoding,
                 "cells": {
-                    "encoding": Cell(encoding, encoding),
+                    "encoding": Cell(
+                        encoding,
+                        encoding,
+                        sub=f"(bridged: {where})" if where else "",
+                        title=BRIDGED_TITLE if where else "",
+                    ),
                     "mean_rank": Cell(number_text(record["mean"], 2), record["mean"]),
                     "se": Cell(number_text(record["se"], 2), record["se"]),
                     "range": Cell(interval_text(lo, hi, 2) or NOT_RESAMPLED, lo, lo, hi, title=NOT_RESAMPLED_WHY),
@@ -375,6 +385,11 @@ def mean_rank_rows(summary: dict) -> list[dict]:
         )
     return sorted(rows, key=lambda row: (row["cells"]["mean_rank"].value, row["encoding"]))
 
+
+BRIDGED_TITLE = (
+    "ranked in that domain by its Δ to the bridged study's own reference runs, at other settings, as if a Δ carried "
+    "over: no run of it at the domain's own settings"
+)
 
 MEAN_RANK_COLUMNS = [
     ("encoding", "encoding", ""),
