@@ -176,10 +176,12 @@ def _assert_clean(log) -> None:
 
 
 def _charts_drawn(page) -> list[str]:
-    """The charts without an SVG or canvas after the scripts ran."""
+    """The charts without an SVG or canvas after the scripts ran (a one-run chart that the run shown has no rows for
+    is hidden, drawn once a run has some: study.js, drawRun)."""
     return page.eval_on_selector_all(
         "div.chart[data-chart]",
-        "charts => charts.filter(c => !c.querySelector('svg, canvas') || c.dataset.rendered !== 'true').map(c => c.id)",
+        """charts => charts.filter(c => !(c.hidden && c.dataset.rendered === 'on-demand'))
+             .filter(c => !c.querySelector('svg, canvas') || c.dataset.rendered !== 'true').map(c => c.id)""",
     )
 
 
@@ -660,7 +662,9 @@ def test_no_chart_text_is_cut_on_a_phone(folder, chromium):
     page, log = open_page(chromium, folder / INDEX, width=390)
     _assert_clean(log)
     page.wait_for_function(
-        "Array.from(document.querySelectorAll('div.chart[data-chart]')).every(c => c.dataset.rendered === 'true')"
+        # a one-run chart is drawn once a run has rows for it (study.js: drawRun)
+        "Array.from(document.querySelectorAll('div.chart[data-chart]'))"
+        ".every(c => ['true', 'on-demand'].includes(c.dataset.rendered))"
     )
     cut = page.evaluate(
         """() => Array.from(document.querySelectorAll('div.chart[data-chart]')).flatMap(chart => {
@@ -1032,6 +1036,151 @@ def test_every_delta_a_study_readmes_tables_print_is_its_summary_json():
                         )
     assert wrong == []
     assert checked >= 20  # jsb-confirm's table of the windowed patterns, synthetic-cpu's two tables
+
+
+# ------------------------------------------------------------------------ no word beside an interval it contradicts
+
+# every table row of a page that holds a verdict word and a Δ interval, as a reader sees them: the word's cell, the
+# interval's text (a Δ cell's `.sub`, `[lo, hi] level`), the equivalence region its row or domain shows, and which way
+# is better by the Δ column's head (`← better`) or the domain's metric (the facts table)
+VERDICT_ROWS = """() => {
+  const way = {}, region = {};
+  document.querySelectorAll('table.facts tr[data-domain]').forEach(r => {
+    way[r.dataset.domain] = r.innerText.includes('higher is better') ? 'higher' : 'lower'; });
+  document.querySelectorAll('#leaderboard-table tbody tr').forEach(r => {
+    const cell = r.querySelector('[data-key=region]');
+    if (cell && cell.dataset.value) region[r.dataset.domain] = Number(cell.dataset.value); });
+  return Array.from(document.querySelectorAll('table tr')).flatMap(row => {
+    const word = row.querySelector('[data-key=verdict]'), delta = row.querySelector('[data-key=delta]');
+    const sub = delta && delta.querySelector('.sub');
+    if (!word || !sub || !sub.textContent.trim()) return [];
+    const table = row.closest('table');
+    const head = table.querySelector('thead th[data-key=delta]');
+    const headText = head ? head.innerText : '';
+    const own = row.querySelector('[data-key=region]');
+    const where = table.id || (row.closest('details')?.querySelector('summary')?.innerText ?? '');
+    return [{table: where, domain: row.dataset.domain, encoding: row.dataset.encoding,
+             word: word.innerText.trim(), interval: sub.textContent.trim(),
+             way: headText.includes('← better') ? 'lower' : headText.includes('better →') ? 'higher'
+                  : way[row.dataset.domain],
+             region: own && own.dataset.value ? Number(own.dataset.value) : (region[row.dataset.domain] ?? null)}];
+  });
+}"""
+SHOWN_INTERVAL = re.compile(r"\[([+-]?\d+(?:\.\d+)?), ([+-]?\d+(?:\.\d+)?)\]\s*(.*)")
+
+
+def contradiction(word: str, interval: str, lower_is_better: bool, region: float | None) -> str | None:
+    """Why a verdict word contradicts the interval printed beside it (SPEC 3: the decision interval, at the level
+    the verdict was decided at), None where it does not. The bounds as printed, since that is what a reader sees:
+    `better` / `worse` need the whole interval on that side of 0; `equivalent` needs it inside the region TOST
+    tested; a word that decides nothing (`inconclusive`, `open`, `stopped for futility`) an interval holding 0, which
+    at the verdict's own level it always does (one excluding 0 there would have decided the pair); a word that claims
+    a small |Δ| needs the interval inside the region."""
+    found = SHOWN_INTERVAL.fullmatch(interval)
+    if found is None:
+        return f"no interval to read in {interval!r}"
+    lo, hi = float(found[1]), float(found[2])
+    kind = re.split(r"[ ,(]", word.strip(), maxsplit=1)[0]
+    below, above = hi < 0, lo > 0
+    if kind in ("better", "worse"):
+        wanted = below if (kind == "better") == lower_is_better else above
+        side = "below" if (kind == "better") == lower_is_better else "above"
+        return None if wanted else f"`{kind}` beside an interval not wholly {side} 0"
+    inside = region is not None and -region <= lo and hi <= region
+    if kind == "equivalent":
+        return None if inside else f"`equivalent` beside an interval not inside the region ±{region}"
+    if kind in ("inconclusive", "open", "stopped"):
+        if below or above:
+            return f"`{kind}` beside an interval excluding 0 at the verdict's own level"
+        if "small" in word and not inside:
+            return f"`{word}` claims a small Δ beside an interval wider than the region ±{region}"
+        return None
+    return f"an unknown verdict word {word!r} beside an interval"
+
+
+def test_contradiction_reads_each_word_against_its_interval():
+    """The rule the page test applies, on the cases issue 64 found and their sound counterparts."""
+    assert contradiction("better", "[-0.1200, -0.0300] 99.9%", True, 0.005) is None
+    assert contradiction("better", "[-0.1200, +0.0300] 99.9%", True, 0.005)  # does not exclude 0
+    assert contradiction("better", "[+0.0100, +0.0300] 99.9%", False, 0.01) is None  # higher is better
+    assert contradiction("better", "[-0.0300, -0.0100] 99.9%", False, 0.01)
+    assert contradiction("worse (look 2)", "[+0.0100, +0.0300] 98.8%", True, 0.005) is None
+    assert contradiction("better", "[-0.0300, -0.0000] 99.9%", True, 0.005)  # as printed, it touches 0
+    assert contradiction("inconclusive", "[+0.0019, +0.0312] 95%, before Holm", True, 0.005)  # issue 64's tables
+    assert contradiction("open (look 1 of 4), joined family", "[-0.5552, +0.3384] 99.9%", True, 0.005) is None
+    assert contradiction("equivalent", "[-0.0031, +0.0042] 90%", True, 0.005) is None
+    assert contradiction("equivalent", "[+0.0010, +0.0042] 90%", True, 0.005) is None  # inside, though not at 0
+    assert contradiction("equivalent", "[-0.0031, +0.0062] 90%", True, 0.005)
+    assert contradiction("stopped for futility, not shown equivalent", "[-0.22, +0.22] 99.7%", True, 0.005) is None
+    assert contradiction("stopped for futility (small |Δ|)", "[-0.22, +0.22] 99.7%", True, 0.005)
+
+
+@needs_browser
+@pytest.mark.parametrize("folder", PUBLISHED, ids=[folder.name for folder in PUBLISHED])
+def test_no_verdict_word_on_a_page_contradicts_the_interval_beside_it(folder, chromium):
+    """Issue 64: "No word anywhere on a page sits beside an interval that contradicts it". Every table row of the
+    page (the top of the leaderboard, the leaderboard, the extrapolation tables) that shows a verdict word and a Δ
+    interval, read as the browser renders it, is held to `contradiction`; the looks' cells, which show a p against
+    the look's alpha, say better or worse exactly where p < alpha. Every tested record of summary.json is checked."""
+    page, log = open_page(chromium, folder / INDEX, width=1280)
+    _assert_clean(log)
+    page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
+    rows = page.evaluate(VERDICT_ROWS)
+    wrong = []
+    for row in rows:
+        why = contradiction(row["word"], row["interval"], row["way"] == "lower", row["region"])
+        if why:
+            wrong.append(f"{row['table']}: {row['domain']}/{row['encoding']}: {why} ({row['word']}; {row['interval']})")
+    looks = page.eval_on_selector_all(
+        "#looks td[data-word]", "cs => cs.map(c => [c.dataset.word, c.dataset.pHolm, c.dataset.alpha, c.innerText])"
+    )
+    for word, p_holm, alpha, text in looks:
+        decides = word in ("better", "worse")
+        if (
+            word in ("better", "worse", "inconclusive", "stopped")
+            and p_holm
+            and (float(p_holm) < float(alpha)) != decides
+        ):
+            wrong.append(f"looks: `{word}` beside p {p_holm} against alpha {alpha} ({' '.join(text.split())})")
+    assert wrong == [], "\n".join(wrong)
+    summary = json.loads((folder / "summary.json").read_text())
+    tested = sum(
+        isinstance(r.get("decision_lo"), float) for d in summary["domains"].values() for r in d["encodings"].values()
+    )
+    past = sum(isinstance(e.get("past_decision_lo"), float) for e in summary["extrapolation"] if e["status"] == "ok")
+    by_table = {"leaderboard-table": 0, "past": 0}
+    for row in rows:
+        by_table["leaderboard-table" if row["table"] == "leaderboard-table" else "past"] += row["table"] != "top-table"
+    assert by_table == {"leaderboard-table": tested, "past": past}, (by_table, tested, past)
+
+
+@needs_browser
+@pytest.mark.parametrize("folder", PUBLISHED, ids=[folder.name for folder in PUBLISHED])
+def test_a_reader_using_the_page_meets_no_console_warning(folder, chromium):
+    """Issue 64: Vega warned in the console. Used as a reader uses it (every run picked in the one-run view, among
+    them runs published without a training log and the reference's own, each domain filtered, the YaRN rows toggled,
+    every curve drawn, every section opened), the page logs no warning and no error, and every run that has a
+    training log, or examples to set against the reference's, draws them."""
+    page, log = open_page(chromium, folder / INDEX, width=1280)
+    for label in page.eval_on_selector_all("#run-picker option", "os => os.map(o => o.value)"):
+        page.select_option("#run-picker", label)
+    page.evaluate("() => new Promise(done => setTimeout(done, 300))")
+    drawn = page.evaluate(
+        """() => ['run-train', 'run-examples'].map(id => document.getElementById(id))
+                 .map(c => c.hidden || c.dataset.rendered === 'true')"""
+    )
+    assert drawn == [True, True], drawn
+    for domain in page.eval_on_selector_all("#domain-filter option", "os => os.map(o => o.value)")[1:] + ["all"]:
+        page.select_option("#domain-filter", domain)
+    if page.query_selector("#show-yarn"):
+        page.uncheck("#show-yarn")
+        page.check("#show-yarn")
+    if page.query_selector("#curve-picker"):
+        page.click("#curve-picker button[data-pick='all']")
+    page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
+    page.evaluate("() => new Promise(done => setTimeout(done, 1000))")
+    _assert_clean(log)
+    assert log.warnings == [], log.warnings
 
 
 def _page_text(folder: Path) -> str:

@@ -7,6 +7,8 @@ Friedman/Nemenyi tests. Each table is {"domain", "title", "summary" (the line a 
 
 from __future__ import annotations
 
+import math
+
 from pipelines.analysis.verdict import level_text
 from pipelines.report.page_tables import (
     VERDICT_ORDER,
@@ -135,6 +137,14 @@ def _past_delta_cell(entry: dict, is_ref: bool) -> Cell:
     )
 
 
+def _region_cell(region) -> Cell:
+    """The equivalence region a row's TOST tested (±); nothing for a row without a test or a summary.json written
+    before rows recorded it."""
+    if not isinstance(region, int | float) or not math.isfinite(region):
+        return Cell("", None)
+    return Cell(f"±{region:g}", region)
+
+
 def extrapolation_tables(summary: dict) -> list[dict]:
     """Per (domain, task, split) scored past the training length: each encoding's pooled NLL past L and its test
     against the reference there (Δ, 95% t-interval, Holm p, verdict), as summary.md's extrapolation section."""
@@ -153,6 +163,7 @@ def extrapolation_tables(summary: dict) -> list[dict]:
                 "seeds": Cell(str(entry["seeds"]), entry["seeds"]),
                 "nll_past": Cell(number_text(entry["nll_past"], 4), entry["nll_past"]),
                 "delta": _past_delta_cell(entry, is_ref),
+                "region": _region_cell(entry.get("past_region")),
                 "p_holm": Cell(p_cell(entry.get("past_p_holm")), entry.get("past_p_holm")),
                 "verdict": _verdict_cell(verdict, verdict),
             }

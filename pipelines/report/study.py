@@ -197,6 +197,8 @@ def extrapolation_rows(study: Study) -> list[dict]:
                     "past_decision_hi": decision_hi,
                     "past_p_holm": pair.p_holm if pair else math.nan,
                     "past_p_tost": pair.p_tost if pair else math.nan,
+                    # the region TOST tested past L (the page prints it beside an `equivalent`: issue 64)
+                    "past_region": pair.region if pair else math.nan,
                     "past_verdict": pair.verdict if pair else "",
                     "note": curve.note,
                 }
