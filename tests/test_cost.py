@@ -57,10 +57,12 @@ def test_core_seconds_are_training_plus_each_splits_scoring_times_the_threads():
     assert cost.core_seconds == pytest.approx({"rope10k": 206.0 + 52.0 + 2.0, "alibi": 30.0})
     assert cost.gpu_seconds == {"fire": 3600.0}
     assert (cost.runs, cost.untimed) == (4, ("jsb/alibi/seed1",))  # the YaRN entry is no run of its own
+    assert cost.evaluations == 1  # ... but counted as what it is: a count of the records says both (issue 64)
+    assert cost_phrase_runs(cost) == "4 trained runs and their 1 YaRN evaluation"
     assert cost.core_hours == pytest.approx(290.0 / 3600) and cost.gpu_hours == pytest.approx(1.0)
     assert cost.per_decided(2) == pytest.approx((290.0 / 3600 + 1.0) / 2) and cost.per_decided(0) is None
     both = combined([cost, runs_cost([loaded("alibi", 2, train=70.0)])])
-    assert both.core_seconds["alibi"] == pytest.approx(100.0) and both.runs == 5
+    assert both.core_seconds["alibi"] == pytest.approx(100.0) and both.runs == 5 and both.evaluations == 1
 
 
 def test_a_run_that_records_its_cpu_seconds_costs_them_whatever_shared_its_cores():
@@ -103,6 +105,13 @@ def test_a_resumed_run_costs_every_process_that_trained_it_where_its_manifest_re
     assert (cost.cpu_timed, cost.wall_timed) == (3, 1)
 
 
+def cost_phrase_runs(cost) -> str:
+    """The runs a cost phrase counts, as the answer says them (pipelines.report.cost.cost_phrase)."""
+    from pipelines.report.markdown import runs_text
+
+    return runs_text(cost.runs, cost.evaluations, joiner=" and their ")
+
+
 def timed_study(root: Path) -> None:
     """jsb: darope (the reference), nope (0.3 worse on every seed: decided), hope (open); every run 360 s of
     training on 2 threads and its test split's 720 tokens at 20 tokens/s (36 s): 792 core-seconds a run."""
@@ -121,7 +130,7 @@ def test_the_answer_the_summary_and_its_data_state_what_the_study_cost(tmp_path)
     timed_study(tmp_path / "runs")
     summary = study(tmp_path / "runs", None, tmp_path / "out", ref="darope").read_text()
     hours = 9 * 792 / 3600  # 9 runs: 1.98 core-hours; one decided pair (nope worse)
-    assert f"spent {hours:.1f} core-hours on 9 runs ({hours:.1f} per decided pair, 1 decided)" in section(
+    assert f"spent {hours:.1f} core-hours on 9 trained runs ({hours:.1f} per decided pair, 1 decided)" in section(
         summary, "The answer"
     )
     table = section(summary, "What it cost")

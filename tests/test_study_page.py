@@ -176,10 +176,12 @@ def _assert_clean(log) -> None:
 
 
 def _charts_drawn(page) -> list[str]:
-    """The charts without an SVG or canvas after the scripts ran."""
+    """The charts without an SVG or canvas after the scripts ran (a one-run chart that the run shown has no rows for
+    is hidden, drawn once a run has some: study.js, drawRun)."""
     return page.eval_on_selector_all(
         "div.chart[data-chart]",
-        "charts => charts.filter(c => !c.querySelector('svg, canvas') || c.dataset.rendered !== 'true').map(c => c.id)",
+        """charts => charts.filter(c => !(c.hidden && c.dataset.rendered === 'on-demand'))
+             .filter(c => !c.querySelector('svg, canvas') || c.dataset.rendered !== 'true').map(c => c.id)""",
     )
 
 
@@ -630,10 +632,10 @@ def test_the_page_names_the_code_a_run_had_outside_its_commit(tmp_path):
     facts = (tmp_path / "out" / INDEX).read_text().split('<p class="facts-line">', 1)[1].split("</p>", 1)[0]
     text = re.sub(r"<[^>]+>", "", facts)
     assert (
-        "aaaaaaaaaa with code outside the commit (configs/pe/rope_lf.yaml, models/encodings/rope_lf.py) (3 runs)"
-        in text
+        "aaaaaaaaaa with code outside the commit (configs/pe/rope_lf.yaml, models/encodings/rope_lf.py) "
+        "(3 trained runs)" in text
     )
-    assert "0000000000 (3 runs)" in text
+    assert "0000000000 (3 trained runs)" in text
 
 
 def test_the_forest_marks_a_verdict_by_shape_as_well_as_colour(fabricated):
@@ -660,7 +662,9 @@ def test_no_chart_text_is_cut_on_a_phone(folder, chromium):
     page, log = open_page(chromium, folder / INDEX, width=390)
     _assert_clean(log)
     page.wait_for_function(
-        "Array.from(document.querySelectorAll('div.chart[data-chart]')).every(c => c.dataset.rendered === 'true')"
+        # a one-run chart is drawn once a run has rows for it (study.js: drawRun)
+        "Array.from(document.querySelectorAll('div.chart[data-chart]'))"
+        ".every(c => ['true', 'on-demand'].includes(c.dataset.rendered))"
     )
     cut = page.evaluate(
         """() => Array.from(document.querySelectorAll('div.chart[data-chart]')).flatMap(chart => {
@@ -1032,3 +1036,276 @@ def test_every_delta_a_study_readmes_tables_print_is_its_summary_json():
                         )
     assert wrong == []
     assert checked >= 20  # jsb-confirm's table of the windowed patterns, synthetic-cpu's two tables
+
+
+# ------------------------------------------------------------------------ no word beside an interval it contradicts
+
+# every table row of a page that holds a verdict word and a Δ interval, as a reader sees them: the word's cell, the
+# interval's text (a Δ cell's `.sub`, `[lo, hi] level`), the equivalence region its row or domain shows, and which way
+# is better by the Δ column's head (`← better`) or the domain's metric (the facts table)
+VERDICT_ROWS = """() => {
+  const way = {}, region = {};
+  document.querySelectorAll('table.facts tr[data-domain]').forEach(r => {
+    way[r.dataset.domain] = r.innerText.includes('higher is better') ? 'higher' : 'lower'; });
+  document.querySelectorAll('#leaderboard-table tbody tr').forEach(r => {
+    const cell = r.querySelector('[data-key=region]');
+    if (cell && cell.dataset.value) region[r.dataset.domain] = Number(cell.dataset.value); });
+  return Array.from(document.querySelectorAll('table tr')).flatMap(row => {
+    const word = row.querySelector('[data-key=verdict]'), delta = row.querySelector('[data-key=delta]');
+    const sub = delta && delta.querySelector('.sub');
+    if (!word || !sub || !sub.textContent.trim()) return [];
+    const table = row.closest('table');
+    const head = table.querySelector('thead th[data-key=delta]');
+    const headText = head ? head.innerText : '';
+    const own = row.querySelector('[data-key=region]');
+    const where = table.id || (row.closest('details')?.querySelector('summary')?.innerText ?? '');
+    return [{table: where, domain: row.dataset.domain, encoding: row.dataset.encoding,
+             word: word.innerText.trim(), interval: sub.textContent.trim(),
+             way: headText.includes('← better') ? 'lower' : headText.includes('better →') ? 'higher'
+                  : way[row.dataset.domain],
+             region: own && own.dataset.value ? Number(own.dataset.value) : (region[row.dataset.domain] ?? null)}];
+  });
+}"""
+SHOWN_INTERVAL = re.compile(r"\[([+-]?\d+(?:\.\d+)?), ([+-]?\d+(?:\.\d+)?)\]\s*(.*)")
+
+
+def contradiction(word: str, interval: str, lower_is_better: bool, region: float | None) -> str | None:
+    """Why a verdict word contradicts the interval printed beside it (SPEC 3: the decision interval, at the level
+    the verdict was decided at), None where it does not. The bounds as printed, since that is what a reader sees:
+    `better` / `worse` need the whole interval on that side of 0; `equivalent` needs it inside the region TOST
+    tested; a word that decides nothing (`inconclusive`, `open`, `stopped for futility`) an interval holding 0, which
+    at the verdict's own level it always does (one excluding 0 there would have decided the pair); a word that claims
+    a small |Δ| needs the interval inside the region."""
+    found = SHOWN_INTERVAL.fullmatch(interval)
+    if found is None:
+        return f"no interval to read in {interval!r}"
+    lo, hi = float(found[1]), float(found[2])
+    kind = re.split(r"[ ,(]", word.strip(), maxsplit=1)[0]
+    below, above = hi < 0, lo > 0
+    if kind in ("better", "worse"):
+        wanted = below if (kind == "better") == lower_is_better else above
+        side = "below" if (kind == "better") == lower_is_better else "above"
+        return None if wanted else f"`{kind}` beside an interval not wholly {side} 0"
+    inside = region is not None and -region <= lo and hi <= region
+    if kind == "equivalent":
+        return None if inside else f"`equivalent` beside an interval not inside the region ±{region}"
+    if kind in ("inconclusive", "open", "stopped"):
+        if below or above:
+            return f"`{kind}` beside an interval excluding 0 at the verdict's own level"
+        if "small" in word and not inside:
+            return f"`{word}` claims a small Δ beside an interval wider than the region ±{region}"
+        return None
+    return f"an unknown verdict word {word!r} beside an interval"
+
+
+def test_contradiction_reads_each_word_against_its_interval():
+    """The rule the page test applies, on the cases issue 64 found and their sound counterparts."""
+    assert contradiction("better", "[-0.1200, -0.0300] 99.9%", True, 0.005) is None
+    assert contradiction("better", "[-0.1200, +0.0300] 99.9%", True, 0.005)  # does not exclude 0
+    assert contradiction("better", "[+0.0100, +0.0300] 99.9%", False, 0.01) is None  # higher is better
+    assert contradiction("better", "[-0.0300, -0.0100] 99.9%", False, 0.01)
+    assert contradiction("worse (look 2)", "[+0.0100, +0.0300] 98.8%", True, 0.005) is None
+    assert contradiction("better", "[-0.0300, -0.0000] 99.9%", True, 0.005)  # as printed, it touches 0
+    assert contradiction("inconclusive", "[+0.0019, +0.0312] 95%, before Holm", True, 0.005)  # issue 64's tables
+    assert contradiction("open (look 1 of 4), joined family", "[-0.5552, +0.3384] 99.9%", True, 0.005) is None
+    assert contradiction("equivalent", "[-0.0031, +0.0042] 90%", True, 0.005) is None
+    assert contradiction("equivalent", "[+0.0010, +0.0042] 90%", True, 0.005) is None  # inside, though not at 0
+    assert contradiction("equivalent", "[-0.0031, +0.0062] 90%", True, 0.005)
+    assert contradiction("stopped for futility, not shown equivalent", "[-0.22, +0.22] 99.7%", True, 0.005) is None
+    assert contradiction("stopped for futility (small |Δ|)", "[-0.22, +0.22] 99.7%", True, 0.005)
+
+
+@needs_browser
+@pytest.mark.parametrize("folder", PUBLISHED, ids=[folder.name for folder in PUBLISHED])
+def test_no_verdict_word_on_a_page_contradicts_the_interval_beside_it(folder, chromium):
+    """Issue 64: "No word anywhere on a page sits beside an interval that contradicts it". Every table row of the
+    page (the top of the leaderboard, the leaderboard, the extrapolation tables) that shows a verdict word and a Δ
+    interval, read as the browser renders it, is held to `contradiction`; the looks' cells, which show a p against
+    the look's alpha, say better or worse exactly where p < alpha. Every tested record of summary.json is checked."""
+    page, log = open_page(chromium, folder / INDEX, width=1280)
+    _assert_clean(log)
+    page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
+    rows = page.evaluate(VERDICT_ROWS)
+    wrong = []
+    for row in rows:
+        why = contradiction(row["word"], row["interval"], row["way"] == "lower", row["region"])
+        if why:
+            wrong.append(f"{row['table']}: {row['domain']}/{row['encoding']}: {why} ({row['word']}; {row['interval']})")
+    looks = page.eval_on_selector_all(
+        "#looks td[data-word]", "cs => cs.map(c => [c.dataset.word, c.dataset.pHolm, c.dataset.alpha, c.innerText])"
+    )
+    for word, p_holm, alpha, text in looks:
+        decides = word in ("better", "worse")
+        if (
+            word in ("better", "worse", "inconclusive", "stopped")
+            and p_holm
+            and (float(p_holm) < float(alpha)) != decides
+        ):
+            wrong.append(f"looks: `{word}` beside p {p_holm} against alpha {alpha} ({' '.join(text.split())})")
+    assert wrong == [], "\n".join(wrong)
+    summary = json.loads((folder / "summary.json").read_text())
+    tested = sum(
+        isinstance(r.get("decision_lo"), float) for d in summary["domains"].values() for r in d["encodings"].values()
+    )
+    past = sum(isinstance(e.get("past_decision_lo"), float) for e in summary["extrapolation"] if e["status"] == "ok")
+    by_table = {"leaderboard-table": 0, "past": 0}
+    for row in rows:
+        by_table["leaderboard-table" if row["table"] == "leaderboard-table" else "past"] += row["table"] != "top-table"
+    assert by_table == {"leaderboard-table": tested, "past": past}, (by_table, tested, past)
+
+
+@needs_browser
+@pytest.mark.parametrize("folder", PUBLISHED, ids=[folder.name for folder in PUBLISHED])
+def test_a_reader_using_the_page_meets_no_console_warning(folder, chromium):
+    """Issue 64: Vega warned in the console. Used as a reader uses it (every run picked in the one-run view, among
+    them runs published without a training log and the reference's own, each domain filtered, the YaRN rows toggled,
+    every curve drawn, every section opened), the page logs no warning and no error, and every run that has a
+    training log, or examples to set against the reference's, draws them."""
+    page, log = open_page(chromium, folder / INDEX, width=1280)
+    for label in page.eval_on_selector_all("#run-picker option", "os => os.map(o => o.value)"):
+        page.select_option("#run-picker", label)
+    page.evaluate("() => new Promise(done => setTimeout(done, 300))")
+    drawn = page.evaluate(
+        """() => ['run-train', 'run-examples'].map(id => document.getElementById(id))
+                 .map(c => c.hidden || c.dataset.rendered === 'true')"""
+    )
+    assert drawn == [True, True], drawn
+    for domain in page.eval_on_selector_all("#domain-filter option", "os => os.map(o => o.value)")[1:] + ["all"]:
+        page.select_option("#domain-filter", domain)
+    if page.query_selector("#show-yarn"):
+        page.uncheck("#show-yarn")
+        page.check("#show-yarn")
+    if page.query_selector("#curve-picker"):
+        page.click("#curve-picker button[data-pick='all']")
+    page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
+    page.evaluate("() => new Promise(done => setTimeout(done, 1000))")
+    _assert_clean(log)
+    assert log.warnings == [], log.warnings
+
+
+def _page_text(folder: Path) -> str:
+    """The page's text before its packed data, tags stripped and spaces collapsed."""
+    import html as html_module
+
+    page = (folder / INDEX).read_text().split('<script type="application/octet-stream"', 1)[0]
+    return " ".join(html_module.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+
+
+@pytest.mark.parametrize("folder", PUBLISHED, ids=[folder.name for folder in PUBLISHED])
+def test_every_run_count_on_a_page_says_what_it_counts(folder):
+    """Issue 64: a page said "179 runs" (its records: trained runs and the YaRN evaluations of them) beside "164
+    runs" (the trained runs its answer's cost counts), neither saying what it counted. Every count of runs in the
+    facts line says trained runs, and YaRN evaluations apart; the machines' counts add up to the answer's cost."""
+    summary = json.loads((folder / "summary.json").read_text())
+    facts = (folder / INDEX).read_text().split('<p class="facts-line">', 1)[1].split("</p>", 1)[0]
+    text = " ".join(re.sub(r"<[^>]+>", "", facts).split())
+    counts = re.findall(r"\((\d+) trained runs?(?:, (\d+) YaRN evaluations?)?\)", text)
+    assert counts and not re.search(r"\(\d+ runs?\)", text), text
+    machines = text.split("Machine", 1)[1]
+    trained = sum(int(n) for n, _ in re.findall(r"\((\d+) trained runs?(?:, (\d+) YaRN evaluations?)?\)", machines))
+    cost = summary["cost"]["all"]
+    assert trained == cost["runs"] + len(cost["untimed_runs"]), (text, cost)
+    for name, domain in summary["domains"].items():
+        runs = (summary["cost"]["domains"].get(name) or {}).get("runs")
+        if runs:
+            assert re.search(rf"on {runs} trained runs?\b", domain["answer"]), (name, domain["answer"])
+
+
+@pytest.mark.parametrize("folder", PUBLISHED, ids=[folder.name for folder in PUBLISHED])
+def test_the_forest_ticks_fall_where_the_effects_are(folder):
+    """Issue 64: the forest's axis had no tick on JSB's negative side, where its better encodings are, and MAESTRO's
+    ±0.5 effects lay between ticks at -1, 0 and 1. Each forest's ticks include 0 and one on every side of 0 where a
+    Δ lies beyond the equivalence region, and every Δ lies within 1/8 of the axis (on its symlog scale) of a tick."""
+    from pipelines.report.page_charts import _symlog
+
+    charts = unpacked((folder / INDEX).read_text(), "charts-data")
+    forests = [spec for name, spec in charts.items() if name.startswith("forest-")]
+    assert forests
+    for spec in forests:
+        point = spec["layer"][-1]
+        x = point["encoding"]["x"]
+        ticks, constant = x["axis"]["values"], x["scale"]["constant"]
+        region = constant / 4
+        values = point["data"]["values"]
+        drawn = [v[k] for v in values for k in ("delta", "lo", "hi") if isinstance(v[k], int | float)] + [0.0]
+        span = _symlog(max(drawn), constant) - _symlog(min(drawn), constant)
+        assert 0.0 in ticks
+        for value in (v["delta"] for v in values):
+            if abs(value) > region:
+                assert any(t * value > 0 for t in ticks), (spec["title"], value, ticks)
+            near = min(abs(_symlog(value, constant) - _symlog(t, constant)) for t in ticks)
+            assert near <= span / 8, (spec["title"], value, ticks)
+
+
+@pytest.mark.parametrize("folder", PUBLISHED, ids=[folder.name for folder in PUBLISHED])
+def test_ranks_that_a_bridge_moves_say_so_and_why(folder):
+    """Issue 64: study-cpu's MAESTRO ranks differed from maestro-confirm's own page (xpos 3 against 1) and P(rank 1)
+    0.78 for local_global rested in part on a bridged Δ while Nemenyi separated no pair, and the page said neither.
+    Where a study is bridged into a domain, the page names the bridged encodings and gives, for the domain's own
+    encodings it moves, the rank here and the rank among the domain's own, which is the rank on the page of the
+    published study that holds exactly the domain's encodings; each encoding P(rank 1) favours that a bridge ranks
+    is named in a note that says `bridge` and what the Nemenyi test separates."""
+    summary = json.loads((folder / "summary.json").read_text())
+    bridged = {name: d["ranked_with"] for name, d in summary["domains"].items() if d.get("ranked_with")}
+    text = _page_text(folder)
+    for name, domain in bridged.items():
+        records = summary["domains"][domain]["encodings"]
+        note = next((n for n in text.split(f"{domain}'s rank column")[1:]), None)
+        assert note is not None and name in note.split(".")[0], text[:200]
+        moved = note.split(f"here (among {domain}'s own", 1)[1].split(". ", 1)[0]
+        moves = re.findall(r"(\w+) (\d+(?:\.\d+)?) \((\d+(?:\.\d+)?)\)", moved)
+        assert moves
+        own_studies = [
+            json.loads((other / "summary.json").read_text())
+            for other in PUBLISHED
+            if other != folder and (other / "summary.json").is_file()
+        ]
+        own = next(
+            (s["domains"][domain]["encodings"] for s in own_studies
+             if list(s["domains"]) == [domain] and set(s["domains"][domain]["encodings"]) == set(records)),
+            None,
+        )  # fmt: skip
+        for encoding, here, there in moves:
+            assert float(here) == records[encoding]["rank"], (encoding, here)
+            if own is not None:
+                assert float(there) == own[encoding]["rank"], (encoding, there, own[encoding]["rank"])
+    if bridged and len(summary["mean_rank"]) and summary["friedman"].get("domains", {}).get("mean_ranks"):
+        favoured = [e for e, r in summary["mean_rank"].items() if isinstance(r["p_rank_1"], float) and r["p_rank_1"]]
+        moved = [e for e in favoured if any(e not in summary["domains"][d]["encodings"] and e in summary["domains"][
+            n]["encodings"] for n, d in bridged.items())]  # fmt: skip
+        assert moved
+        note = text.split("P(rank 1) rests in part on a bridged Δ", 1)[1].split(". ", 1)[0]
+        assert all(f"{e} (" in note for e in moved) and "bridge" in note and "Nemenyi" in note, note
+
+
+@pytest.mark.parametrize("folder", PUBLISHED, ids=[folder.name for folder in PUBLISHED])
+def test_each_p_says_its_tests_df_and_each_interval_its_level(folder):
+    """Issue 64: jsb-cpu printed p (Holm) 1.57e-85 from 5 seeds, a moderated test on 1,004 df that the page did not
+    mention, and the interval's level changed row by row with nothing in the column head to say so. Each leaderboard
+    p is printed with its test's df as summary.json records them, `moderated` exactly where the pair's variance was
+    (a word the glossary explains); each Δ interval with its level, the column head saying the level is the row's."""
+    from pipelines.report.page_tables import df_text
+
+    summary = json.loads((folder / "summary.json").read_text())
+    page = (folder / INDEX).read_text()
+    board = page.split('id="leaderboard-table"', 1)[1].split("</table>", 1)[0]
+    assert "decision interval, its level" in board.split("</thead>", 1)[0]
+    assert "<dt>moderated</dt>" in page
+    rows = re.findall(r'<tr data-domain="([^"]*)" data-encoding="([^"]*)">(.*?)</tr>', board, re.S)
+    checked = 0
+    for domain, encoding, row in rows:
+        record = summary["domains"][domain]["encodings"][encoding]
+        p_cell = re.search(r'<td data-key="p_holm"[^>]*>(.*?)</td>', row, re.S)[1]
+        sub = re.search(r'<span class="sub">([^<]*)</span>', p_cell)
+        if isinstance(record["seed_p_holm"], float) and isinstance(record.get("seed_df"), float):
+            shown = df_text(record["seed_df"], record["seed_variance"])
+            assert sub and sub[1] == shown, (domain, encoding, p_cell)
+            assert ("moderated" in shown) == record["seed_variance"].startswith("moderated")
+            delta = re.search(r'<td data-key="delta"[^>]*>(.*?)</td>', row, re.S)[1]
+            assert re.search(r"\] \d+(?:\.\d+)?%</span>", delta), (domain, encoding, delta)
+            checked += 1
+    assert checked or not any(isinstance(r["seed_p_holm"], float) for d in summary["domains"].values()
+                              for r in d["encodings"].values())  # fmt: skip
+    assert df_text(1004.0, "moderated (prior d0 inf, s0 0.018 over 10 encodings x 5 seeds)") == "moderated, 1,004 df"
+    assert df_text(23.77, "moderated (prior d0 14.8)") == "moderated, 23.8 df"
+    assert df_text(2.0, "per-pair test (3 seeds: ...)") == "2 df" and df_text(float("nan"), "") == ""

@@ -85,6 +85,9 @@ class Cost:
     untimed: tuple[str, ...] = ()  # finished trained runs whose manifest records no training time (not counted)
     cpu_timed: int = 0  # runs and YaRN entries counted on a CPU by their CPU seconds
     wall_timed: int = 0  # ... by their wall seconds x threads (recorded before CPU seconds were)
+    # YaRN entries counted (their scoring, under their rope encoding): what a count of the study's run records holds
+    # beyond `runs` (issue 64: "179 runs" beside "164 runs")
+    evaluations: int = 0
 
     @property
     def core_hours(self) -> float:
@@ -115,7 +118,7 @@ def runs_cost(runs: list[LoadedRun]) -> Cost:
     """The cost of the finished runs among `runs` (see the module docstring)."""
     core: dict[str, float] = defaultdict(float)
     gpu: dict[str, float] = defaultdict(float)
-    counted, untimed, timed = 0, [], Counter()
+    counted, evaluations, untimed, timed = 0, 0, [], Counter()
     for run in runs:
         if not run.finished:
             continue
@@ -132,7 +135,8 @@ def runs_cost(runs: list[LoadedRun]) -> Cost:
             core[encoding] += seconds if measured is not None else seconds * threads(run)
             timed["cpu" if measured is not None else "wall"] += 1
         counted += not run.derived  # a YaRN entry's scoring is counted, not as a run: it trains nothing
-    return Cost(dict(core), dict(gpu), counted, tuple(untimed), timed["cpu"], timed["wall"])
+        evaluations += run.derived
+    return Cost(dict(core), dict(gpu), counted, tuple(untimed), timed["cpu"], timed["wall"], evaluations)
 
 
 def combined(costs: list[Cost]) -> Cost:
@@ -144,7 +148,8 @@ def combined(costs: list[Cost]) -> Cost:
     untimed = tuple(label for cost in costs for label in cost.untimed)
     runs = sum(cost.runs for cost in costs)
     cpu_timed, wall_timed = sum(cost.cpu_timed for cost in costs), sum(cost.wall_timed for cost in costs)
-    return Cost(dict(core), dict(gpu), runs, untimed, cpu_timed, wall_timed)
+    evaluations = sum(cost.evaluations for cost in costs)
+    return Cost(dict(core), dict(gpu), runs, untimed, cpu_timed, wall_timed, evaluations)
 
 
 def decided_count(words: list[str]) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pipelines.analysis.cost import Cost, combined
 from pipelines.analysis.results import DomainResult
-from pipelines.report.markdown import counted, markdown_table
+from pipelines.report.markdown import markdown_table, runs_text
 
 
 def hours(value: float) -> str:
@@ -13,13 +13,15 @@ def hours(value: float) -> str:
 
 
 def cost_phrase(result: DomainResult) -> str:
-    """`spent 12.3 core-hours on 75 runs (1.5 per decided pair, 8 decided)`, or without a decided pair."""
+    """`spent 12.3 core-hours on 75 trained runs and their 5 YaRN evaluations (1.5 per decided pair, 8 decided)`,
+    or without a decided pair."""
     cost = result.cost
     if cost is None or not cost.runs:
         return ""
     per = cost.per_decided(result.decided)
     each = f"{hours(per)} per decided pair, {result.decided} decided" if per is not None else "no pair decided yet"
-    return f"spent {hours(cost.hours)} {cost.unit} on {counted(cost.runs, 'run')} ({each})"
+    runs = runs_text(cost.runs, cost.evaluations, joiner=" and their ")
+    return f"spent {hours(cost.hours)} {cost.unit} on {runs} ({each})"
 
 
 def timing_sentence(cost: Cost) -> str:
@@ -63,7 +65,7 @@ def cost_section(results: list[DomainResult]) -> list[str]:
     decided = sum(result.decided for result in results)
     per = total.per_decided(decided)
     rows.append(["all", str(total.runs), hours(total.hours), str(decided), "" if per is None else hours(per)])
-    lines += markdown_table(["domain", "runs", unit, "decided pairs", f"{unit} per decided pair"], rows)
+    lines += markdown_table(["domain", "trained runs", unit, "decided pairs", f"{unit} per decided pair"], rows)
     encodings = sorted({e for cost in costs for e in (*cost.core_seconds, *cost.gpu_seconds)},
                        key=lambda e: (-total.hours_of(e), e))  # fmt: skip
     lines += ["", f"Per encoding ({unit}; a YaRN evaluation counts under its rope encoding):", ""]

@@ -43,7 +43,7 @@ from pipelines.analysis.evidence import commit_label
 from pipelines.analysis.results import bridged_settings_text
 from pipelines.analysis.study import Study
 from pipelines.report.answer import answer_order
-from pipelines.report.markdown import counted
+from pipelines.report.markdown import counted, runs_text
 from pipelines.report.page_charts import (
     SHOWN_BY_DEFAULT,
     Colours,
@@ -55,6 +55,7 @@ from pipelines.report.page_charts import (
     window_specs,
 )
 from pipelines.report.page_detail import extrapolation_tables, friedman_tables, seed_tables, task_tables
+from pipelines.report.page_ranks import leaderboard_rank_notes, mean_rank_notes
 from pipelines.report.page_runs import RUN_DETAIL_LEVELS, run_records
 from pipelines.report.page_tables import (
     MEAN_RANK_COLUMNS,
@@ -174,12 +175,13 @@ def header_facts(study: Study, summary: dict, runs: list[dict]) -> dict:
                 "encodings": len(domain["encodings"]),
             }
         )
-    commits = Counter()
+    derived = {run.label for run in study.runs if run.derived}
+    commits: dict[str, Counter] = {}
     for result in study.results:
         for sha, labels in result.commits.items():
-            commits[sha] += len(labels)
+            commits.setdefault(sha, Counter()).update(label in derived for label in labels)
     outside = outside_the_commit(study)
-    machines = Counter()
+    machines: dict[str, Counter] = {}
     for record in runs:
         manifest = record["manifest"]
         packages = manifest.get("packages") or {}
@@ -192,7 +194,7 @@ def header_facts(study: Study, summary: dict, runs: list[dict]) -> dict:
             )
             if part
         )
-        machines[described] += 1
+        machines.setdefault(described, Counter())[is_derived(record["encoding"])] += 1
     references: dict[tuple[str, str], list[str]] = {}
     for d in domains:
         references.setdefault((d["reference"], d["rule"]), []).append(d["name"])
@@ -204,12 +206,15 @@ def header_facts(study: Study, summary: dict, runs: list[dict]) -> dict:
             {
                 "sha": sha.removesuffix("+dirty")[:10],
                 "dirty": sha.endswith("+dirty"),
-                "runs": count,
+                "runs": runs_text(count[False], count[True]),
                 "files": outside.get(sha, []),
             }
             for sha, count in sorted(commits.items())
         ],  # fmt: skip
-        "machines": [{"what": what, "runs": count} for what, count in machines.most_common()],
+        "machines": [
+            {"what": what, "runs": runs_text(count[False], count[True])}
+            for what, count in sorted(machines.items(), key=lambda item: -item[1].total())
+        ],
         "provenance": provenance(summary),
         "reference": summary["reference"],
         "missing": summary["missing_runs"],
@@ -347,6 +352,11 @@ GLOSSARY = (
      "trained for it"),
     ("futility", "a stop of the design for a pair it would not decide by its cap; it says nothing about the size "
      "of Δ, whose interval may be wide"),
+    ("moderated", "a difference test whose seed variance borrows strength from the other encodings of its family "
+     "(limma's moderated t, seeds as blocks): its degrees of freedom are the pair's own plus those of the family's "
+     "pooled variances (at most (encodings - 1) x (seeds - 1)), so that 5 seeds can give a test on tens or hundreds "
+     "of df and a p far below what 5 seeds alone could; used from 5 seeds where simulations hold its error rates. "
+     "The tables print each p's df beside it"),
     ("TOST", "two one-sided tests of whether Δ lies inside the region of practical equivalence (the leaderboard's "
      "region column); a pair is equivalent only where TOST shows it inside"),
     ("joined", "an encoding added to a study after its design was fixed: it forms its own family over the same "
@@ -452,6 +462,8 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
         one_domain=one_domain,
         not_ranked=summary["not_ranked"],
         bridges=bridge_notes(summary),
+        leaderboard_rank_notes=leaderboard_rank_notes(summary),
+        mean_rank_notes=mean_rank_notes(summary),
         sections=sections,
         looks=looks_tables(study, summary),
         seed_tables=seed_tables(summary),

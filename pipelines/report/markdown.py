@@ -31,3 +31,11 @@ def missing_section(lines: list[str]) -> list[str]:
 def counted(count: int, what: str) -> str:
     """`1 run`, `3 runs`: a count with its noun (issue 64: "(1 runs)")."""
     return f"{count} {what}{'' if count == 1 else 's'}"
+
+
+def runs_text(trained: int, evaluations: int = 0, joiner: str = ", ") -> str:
+    """A count of a study's run records that says what it counts: `164 trained runs`, `164 trained runs, 15 YaRN
+    evaluations` (a YaRN entry scores a trained rope run at other lengths and trains nothing; issue 64: a page said
+    "179 runs" of its records and "164 runs" of its trained runs, side by side)."""
+    text = counted(trained, "trained run")
+    return text + (f"{joiner}{counted(evaluations, 'YaRN evaluation')}" if evaluations else "")

@@ -82,6 +82,48 @@ class Colours:
         return alt.Scale(domain=drawn, range=[self.hex[name] for name in drawn])
 
 
+# a forest tick's label: signed, as the tables print a Δ, in as few digits as the value needs (0.02, +0.5, -1)
+SIGNED_LABEL = "datum.value === 0 ? '0' : format(datum.value, '+~g')"
+TICK_MANTISSAS = (1, 5, 2)  # the tick values tried on each side of 0: 1, 5 and 2 times a power of ten, in that order
+TICK_SPACING = 12  # at least 1/12 of the axis (on the symlog scale) between two ticks
+
+
+def _symlog(value: float, constant: float) -> float:
+    """Where `value` lies on Vega's symlog scale of `constant` (its position before the range is applied)."""
+    return math.copysign(math.log1p(abs(value) / constant), value)
+
+
+def forest_ticks(values: list, constant: float) -> list[float]:
+    """The forest's x ticks, chosen from the Δs and intervals it draws (issue 64: ticks at -1, 0 and 1 where the
+    effects were ±0.5; none on JSB's negative side, where its better encodings are): 0 and, on each side that holds
+    data, the outermost 1, 5 or 2 times a power of ten within the data, then the others inwards (1s, then 5s, then
+    2s) wherever they keep 1/TICK_SPACING of the symlog axis from every tick taken, so that the ticks fall where the
+    effects are, whatever their scale."""
+    drawn = [float(v) for v in values if isinstance(v, int | float) and math.isfinite(v)]
+    if not drawn:
+        return [0.0]
+    low, high = min(min(drawn), 0.0), max(max(drawn), 0.0)
+    gap = (_symlog(high, constant) - _symlog(low, constant)) / TICK_SPACING
+    ticks = [0.0]
+    for sign, extent in ((-1, -low), (1, high)):
+        if extent <= 0:
+            continue
+        top = math.floor(math.log10(extent))
+        candidates = [m * 10.0**k for k in range(top, top - 6, -1) for m in TICK_MANTISSAS if m * 10.0**k <= extent]
+        outermost = max(candidates, default=None)
+        ordered = [outermost] + sorted(candidates, key=lambda v: (TICK_MANTISSAS.index(_mantissa(v)), -v))
+        for value in ordered:
+            tick = sign * float(f"{value:.6g}")
+            if value and all(abs(_symlog(tick, constant) - _symlog(t, constant)) >= gap for t in ticks):
+                ticks.append(tick)
+    return sorted(ticks)
+
+
+def _mantissa(value: float) -> int:
+    """The leading digit of a tick candidate (1, 2 or 5)."""
+    return round(value / 10.0 ** math.floor(math.log10(value) + 1e-9))
+
+
 def forest_spec(result: DomainResult, summary: dict) -> dict | None:
     """The Δ forest plot of one domain (nll.png's right panel): each baseline's Δ to the reference with the
     interval its verdict rests on, the equivalence region shaded; hover gives Δ, the interval, p, TOST p, seeds."""
@@ -116,7 +158,15 @@ def forest_spec(result: DomainResult, summary: dict) -> dict | None:
         f"{way}   Δ {result.metric.short} vs {result.ref}",
         f"({unit}; symlog, linear within ±{4 * region:g})",
     ]
-    axis = alt.Axis(labelOverlap="greedy", labelSeparation=6, grid=False, tickCount=6, labelFlush=True)
+    ticks = forest_ticks([v[key] for v in values for key in ("delta", "lo", "hi")] + [-region, region], 4 * region)
+    axis = alt.Axis(
+        values=ticks,
+        labelExpr=SIGNED_LABEL,
+        labelOverlap="greedy",
+        labelSeparation=6,
+        grid=False,
+        labelFlush=True,
+    )
     x = alt.X("delta:Q", scale=scale, title=axis_title, axis=axis)
     y = alt.Y("encoding:N", sort=order, title=None)
     fmt = f".{digits}f"

@@ -7,6 +7,8 @@ Friedman/Nemenyi tests. Each table is {"domain", "title", "summary" (the line a 
 
 from __future__ import annotations
 
+import math
+
 from pipelines.analysis.verdict import level_text
 from pipelines.report.page_tables import (
     VERDICT_ORDER,
@@ -91,11 +93,13 @@ EXTRAPOLATION_COLUMNS = [
     ("verdict", "verdict", "better or worse: the Holm p below 0.05; equivalent: TOST"),
     (
         "delta",
-        "Δ past L [the verdict's interval] (← better)",
-        "per-seed difference to the reference past L, with the t-interval its verdict rests on (at its Holm level: "
-        "it excludes 0 exactly when the verdict is better or worse; TOST's for an equivalent pair); the 95% "
-        "t-interval on hover",
+        "Δ past L [the verdict's interval, its level] (← better)",
+        "per-seed difference to the reference past L, with the t-interval its verdict rests on at the level printed "
+        "beside it, each row's own (its Holm rank's: it excludes 0 exactly when the verdict is better or worse; "
+        "TOST's for an equivalent pair), so widths compare only between rows of one level; the 95% t-interval, one "
+        "level for every row, on hover",
     ),
+    ("region", "equiv.", "the region of practical equivalence TOST tests past L (±, nats)"),
     ("p_holm", "p (Holm)", "the t-test, Holm-adjusted over the split's encodings at 0.05"),
     ("nll_past", "pooled NLL past L (← better)", "mean NLL at positions >= L, seeds pooled: descriptive"),
     ("seeds", "seeds", "seeds the encoding evaluated the split on"),
@@ -133,6 +137,14 @@ def _past_delta_cell(entry: dict, is_ref: bool) -> Cell:
     )
 
 
+def _region_cell(region) -> Cell:
+    """The equivalence region a row's TOST tested (±); nothing for a row without a test or a summary.json written
+    before rows recorded it."""
+    if not isinstance(region, int | float) or not math.isfinite(region):
+        return Cell("", None)
+    return Cell(f"±{region:g}", region)
+
+
 def extrapolation_tables(summary: dict) -> list[dict]:
     """Per (domain, task, split) scored past the training length: each encoding's pooled NLL past L and its test
     against the reference there (Δ, 95% t-interval, Holm p, verdict), as summary.md's extrapolation section."""
@@ -151,6 +163,7 @@ def extrapolation_tables(summary: dict) -> list[dict]:
                 "seeds": Cell(str(entry["seeds"]), entry["seeds"]),
                 "nll_past": Cell(number_text(entry["nll_past"], 4), entry["nll_past"]),
                 "delta": _past_delta_cell(entry, is_ref),
+                "region": _region_cell(entry.get("past_region")),
                 "p_holm": Cell(p_cell(entry.get("past_p_holm")), entry.get("past_p_holm")),
                 "verdict": _verdict_cell(verdict, verdict),
             }

@@ -5,6 +5,7 @@ leaderboard, the mean rank across domains and make settle's looks; every number 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, replace
 
@@ -12,6 +13,7 @@ from pipelines.analysis.results import DomainResult
 from pipelines.analysis.study import Study
 from pipelines.analysis.verdict import level_text
 from pipelines.report.answer import JOINED_MARK
+from pipelines.report.page_ranks import bridged_encodings
 from pipelines.report.verdicts import STOPPED_WORDS, capped, family_of, verdict_label
 
 
@@ -67,6 +69,16 @@ def interval_text(lo, hi, digits: int, signed: bool = False) -> str:
     if not isinstance(lo, int | float) or not isinstance(hi, int | float):
         return ""
     return f"[{number_text(lo, digits, signed)}, {number_text(hi, digits, signed)}]"
+
+
+def df_text(df, variance) -> str:
+    """What a difference test's p rests on, printed beside it: `moderated, 1,004 df` where the pair's seed variance
+    was moderated toward its family's (limma's moderated t: the df add the family's pooled ones), else `4 df`, the
+    pair's own; nothing where the test has no df."""
+    if not _is_number(df) or not math.isfinite(df):
+        return ""
+    shown = f"{df:,.0f}" if abs(df - round(df)) < 1e-6 else f"{df:,.1f}"
+    return f"moderated, {shown} df" if str(variance or "").startswith("moderated") else f"{shown} df"
 
 
 def group_label(domain: str, group: str) -> str:
@@ -168,7 +180,14 @@ def leaderboard_rows(study: Study, summary: dict) -> list[dict]:
                             order=better_first(record["delta"], higher),
                         ),
                         "region": Cell(f"±{region:g}", region),
-                        "p_holm": Cell(p_cell(record["seed_p_holm"]), record["seed_p_holm"]),
+                        "p_holm": Cell(
+                            p_cell(record["seed_p_holm"]),
+                            record["seed_p_holm"],
+                            title=str(record.get("seed_variance") or ""),
+                            sub=df_text(record.get("seed_df"), record.get("seed_variance"))
+                            if _is_number(record["seed_p_holm"])
+                            else "",
+                        ),
                         "p_tost": Cell(p_cell(record["p_tost"]), record["p_tost"]),
                         "p_better": Cell(
                             number_text(record["p_better"], 2),
@@ -304,8 +323,10 @@ LEADERBOARD_COLUMNS = [
     ),
     (
         "delta",
-        "Δ vs ref [decision interval]",
-        "mean per-seed difference on the seeds both finished, with the interval the verdict rests on (its level)",
+        "Δ vs ref [decision interval, its level]",
+        "mean per-seed difference on the seeds both finished, with the interval the verdict rests on at the level "
+        "printed beside it: each row's own (its Holm rank's, or TOST's 90%), so widths compare only between rows of "
+        "one level; the plain 95% t-interval, one level for every row, on hover",
     ),
     (
         "score",
@@ -314,7 +335,12 @@ LEADERBOARD_COLUMNS = [
         "fixed, the spread over test examples only, not over training seeds (the verdict's Δ carries that)",
     ),
     ("region", "equiv.", "the region of practical equivalence TOST tests (±)"),
-    ("p_holm", "p (Holm)", "the difference test's p, Holm-adjusted within the verdict's family"),
+    (
+        "p_holm",
+        "p (Holm) [its test's df]",
+        "the difference test's p, Holm-adjusted within the verdict's family; beneath, the test's degrees of freedom: "
+        "`moderated` where the pair's seed variance borrows the family's (see the glossary), else the pair's own",
+    ),
     ("p_tost", "p TOST", "two one-sided tests of |Δ| ≥ the region"),
     (
         "p_better",
@@ -332,14 +358,23 @@ NOT_RESAMPLED_WHY = "not resampled where a domain holds fewer than 2 seeds"
 
 
 def mean_rank_rows(summary: dict) -> list[dict]:
+    """The mean rank's rows, best first; an encoding ranked in some domain by a bridged Δ says where, beside its name
+    (its P(rank 1) rests in part on a Δ read across settings)."""
+    bridged = bridged_encodings(summary)
     rows = []
     for encoding, record in summary["mean_rank"].items():
         lo, hi = record["ci_over_seeds"]
+        where = ", ".join(f"{domain} from {study}" for domain, study in bridged.get(encoding, {}).items())
         rows.append(
             {
                 "encoding": encoding,
                 "cells": {
-                    "encoding": Cell(encoding, encoding),
+                    "encoding": Cell(
+                        encoding,
+                        encoding,
+                        sub=f"(bridged: {where})" if where else "",
+                        title=BRIDGED_TITLE if where else "",
+                    ),
                     "mean_rank": Cell(number_text(record["mean"], 2), record["mean"]),
                     "se": Cell(number_text(record["se"], 2), record["se"]),
                     "range": Cell(interval_text(lo, hi, 2) or NOT_RESAMPLED, lo, lo, hi, title=NOT_RESAMPLED_WHY),
@@ -350,6 +385,11 @@ def mean_rank_rows(summary: dict) -> list[dict]:
         )
     return sorted(rows, key=lambda row: (row["cells"]["mean_rank"].value, row["encoding"]))
 
+
+BRIDGED_TITLE = (
+    "ranked in that domain by its Δ to the bridged study's own reference runs, at other settings, as if a Δ carried "
+    "over: no run of it at the domain's own settings"
+)
 
 MEAN_RANK_COLUMNS = [
     ("encoding", "encoding", ""),
@@ -415,6 +455,8 @@ def looks_tables(study: Study, summary: dict) -> list[dict]:
                             "p_holm_value": _attr(pair["p_holm"]),
                             "alpha": f"{look['alpha']:.4g}",
                             "p_tost": p_cell(pair["p_tost"]),
+                            "df": df_text(pair.get("df"), pair.get("variance")),
+                            "variance": str(pair.get("variance") or ""),
                             "seeds": pair["seeds"],
                             "word": word,
                             "verdict": pair["verdict"],

@@ -82,6 +82,9 @@ STUDY_CSV_HEADER = [
 # plot draws it, as nll.png does), the look and level that decided it, the seeds of the pair, P(better)'s interval
 PAGE_FIELDS = ("decision_level", "decision_lo", "decision_hi", "verdict_look", "verdict_alpha", "pair_seeds")
 PAGE_FIELDS += ("p_better_lo", "p_better_hi")
+# ... and the difference test's df and how its seed variance was estimated, printed beside its p (issue 64: a p of
+# 1.6e-85 from 5 seeds, a moderated test on 1,004 df, said neither)
+PAGE_FIELDS += ("seed_df", "seed_variance")
 
 
 def write_study_report(study: Study, out: Path, joined: list[Path] = (), bridged: list[Path] = ()) -> Path:
@@ -194,6 +197,8 @@ def extrapolation_rows(study: Study) -> list[dict]:
                     "past_decision_hi": decision_hi,
                     "past_p_holm": pair.p_holm if pair else math.nan,
                     "past_p_tost": pair.p_tost if pair else math.nan,
+                    # the region TOST tested past L (the page prints it beside an `equivalent`: issue 64)
+                    "past_region": pair.region if pair else math.nan,
                     "past_verdict": pair.verdict if pair else "",
                     "note": curve.note,
                 }

@@ -148,28 +148,48 @@
     detail.style.top = `${Math.round(y + 14)}px`;
   }
 
-  // the one-run view's charts are drawn with the run the page opens on: drawn empty, Vega warned of an infinite
-  // extent in the console
-  const opening = runRows(runs.get(picker.value));
-  function withData(name, spec) {
-    const rows = opening && { "run-train": opening.train, "run-examples": opening.examples }[name];
-    return rows ? { ...spec, data: { ...spec.data, values: rows } } : spec;
+  function embed(element, spec) {
+    const name = element.dataset.chart;
+    return vegaEmbed(element, spec, { actions: false, renderer: "svg" }).then((result) => {
+      views[name] = result.view;
+      result.view.addEventListener("click", (event, item) => showPoint(element, event, item));
+      nameChart(element); // vega-embed sets the element's role: named again once drawn
+      element.dataset.rendered = "true";
+    });
+  }
+
+  // a chart is an image to a screen reader, named by its text alternative (Vega names it a graphics document, which
+  // no browser maps to a named role: the charts read as unnamed)
+  function nameChart(element) {
+    element.setAttribute("role", "img");
+    element.setAttribute("aria-label", charts[element.dataset.chart].description || element.dataset.chart);
+  }
+
+  // the one-run view's charts are drawn with a run's rows, and only once a run has some: drawn empty (the reference's
+  // own run has no examples to set against the reference's, a published run may have no training log), Vega warned of
+  // an infinite extent in the console
+  const RUN_DATA = { "run-train": "train", "run-examples": "examples" };
+  const pendingRun = {};
+  function drawRun(name, rows) {
+    const element = document.getElementById(name);
+    if (!rows.length) return; // hidden by showRun, its last drawing kept for the next run that has rows
+    if (views[name]) {
+      views[name].data(RUN_DATA[name], rows).runAsync();
+    } else if (!pendingRun[name]) {
+      const spec = charts[name];
+      pendingRun[name] = embed(element, { ...spec, data: { ...spec.data, values: rows } });
+    } else {
+      pendingRun[name].then(() => views[name].data(RUN_DATA[name], rows).runAsync());
+    }
   }
 
   const embedded = Array.from(document.querySelectorAll("div.chart[data-chart]")).map((element) => {
-    const name = element.dataset.chart;
-    // a one-run chart of a run without a training log or a reference's examples is drawn empty and hidden
-    // (showRun); Vega's warnings of its empty scales are left out of the console, and only of these charts
-    const options = { actions: false, renderer: "svg", ...(name.startsWith("run-") ? { logLevel: 1 } : {}) };
-    return vegaEmbed(element, withData(name, charts[name]), options).then((result) => {
-      views[name] = result.view;
-      result.view.addEventListener("click", (event, item) => showPoint(element, event, item));
-      // a chart is an image to a screen reader, named by its text alternative (Vega names it a graphics document,
-      // which no browser maps to a named role: the charts read as unnamed)
-      element.setAttribute("role", "img");
-      element.setAttribute("aria-label", charts[name].description || name);
-      element.dataset.rendered = "true";
-    });
+    if (RUN_DATA[element.dataset.chart]) {
+      nameChart(element);
+      element.dataset.rendered = "on-demand"; // drawn by showRun, with the first run that has rows for it
+      return Promise.resolve();
+    }
+    return embed(element, charts[element.dataset.chart]);
   });
 
   const yarn = document.getElementById("show-yarn");
@@ -235,15 +255,13 @@
     const run = runs.get(label);
     if (!run) return;
     const { train, examples } = runRows(run);
-    if (views["run-train"]) views["run-train"].data("train", train).runAsync();
-    if (views["run-examples"]) views["run-examples"].data("examples", examples).runAsync();
     setText(
       "run-note",
       `${run.label}: encoding ${run.encoding}, seed ${run.seed}` +
         (run.ref ? `; compared example by example with ${run.ref}.` : `; ${run.note}.`)
     );
     // a run without a training log shows why instead of an empty chart
-    document.getElementById("run-train").hidden = run.train === null;
+    document.getElementById("run-train").hidden = !train.length;
     setText(
       "run-train-note",
       run.train === null
@@ -253,17 +271,21 @@
     );
     // a run with nothing to set its examples against (the reference's own, one without per-example scores) says
     // so instead of an empty chart
-    document.getElementById("run-examples").hidden = !run.ref;
+    document.getElementById("run-examples").hidden = !run.ref || !examples.length;
     const stride = Math.ceil(run.total_examples / Math.max(run.examples.length, 1));
     const thinned = stride > 1 ? ` (one in ${stride} of its ${run.total_examples})` : "";
     setText("run-examples-note", run.ref ? `${examples.length} test examples scored by both runs${thinned}.` : run.note);
     setText("run-manifest", JSON.stringify(run.manifest, null, 1));
+    // drawn once shown: a chart first drawn in a hidden box would measure no width
+    drawRun("run-train", train);
+    drawRun("run-examples", run.ref ? examples : []);
     window.dispatchEvent(new Event("resize")); // a chart shown again measures its container
   }
   picker.addEventListener("change", () => showRun(picker.value));
 
   await Promise.all(embedded);
   if (picker.value) showRun(picker.value);
+  await Promise.all(Object.values(pendingRun)); // the run the page opens on drawn
   placeHeads();
   document.body.dataset.ready = "true";
 })().catch((error) => {
