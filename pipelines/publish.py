@@ -33,8 +33,10 @@ from pipelines.analysis.study import Study, analyse_study
 from pipelines.arguments import os_error_text
 from pipelines.experiment.config import domain_names
 from pipelines.report.files import publish
+from pipelines.report.markdown import runs_text
 from pipelines.report.study import render_study, study_readme, study_report_files
 from pipelines.report.study_about import study_about
+from pipelines.runs.layout import is_derived
 from pipelines.runs.metrics import RunFileError
 from pipelines.runs.published_export import (
     EVIDENCE_FILES,
@@ -142,8 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(1, f"error: {os_error_text(error)}; {args.out} is as it was\n")
     for note in notes:
         print(note)
-    count = len(export.labels)
-    print(f"published {count} runs of {', '.join(args.domains)} into {args.out} ({STUDY}, {RUNS}, ...)")
+    evaluations = sum(is_derived(label.split("/")[1]) for label in export.labels)
+    counts = runs_text(len(export.labels) - evaluations, evaluations)
+    print(f"published {counts} of {', '.join(args.domains)} into {args.out} ({STUDY}, {RUNS}, ...)")
     print(f"the study's report: {args.out / 'summary.md'}, its page: {args.out / 'index.html'}")
     return 0
 

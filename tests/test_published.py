@@ -71,7 +71,7 @@ def test_a_study_read_back_gives_the_report_its_runs_give_and_exports_byte_for_b
     export_study(tmp_path / "published_runs", ["jsb"], study)
     assert before == {str(p.relative_to(study)): p.read_bytes() for p in study.rglob("*.gz")}
     assert publish_main(["--runs", str(tmp_path / "published_runs"), "--domains", "jsb", "--out", str(study)]) == 0
-    assert "published 6 runs of jsb" in capsys.readouterr().out
+    assert "published 6 trained runs of jsb" in capsys.readouterr().out
     # the runs folder by its name: a published study names no folder of the machine it was built on
     assert json.loads((study / "summary.json").read_text())["runs"] == "published_runs"
 

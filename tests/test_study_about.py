@@ -162,5 +162,5 @@ def test_the_answer_gives_each_decided_pairs_delta_in_a_list_and_a_stop_no_size(
     answer = page.split('<div class="answer" data-domain="jsb">', 1)[1].split("</div>", 1)[0]
     assert answer.count("<li>") == len(items) and "<code>nope</code> Δ +" in answer
     terms = re.findall(r"<dt>(\w+)</dt>", page.split('id="glossary"', 1)[1].split("</dl>", 1)[0])
-    assert terms == ["look", "Holm", "cap", "futility", "TOST", "joined", "bridge"]
+    assert terms == ["look", "Holm", "cap", "futility", "moderated", "TOST", "joined", "bridge"]
     assert "small |Δ|" not in page
