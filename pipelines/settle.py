@@ -125,22 +125,41 @@ def fix_in_advance(args: argparse.Namespace, selection: list[str] | None, overri
     """`--seeds`: write the design into <runs>/<domain>/settle.json before any of its runs exist, with the first
     look's runs as the next ones; then (unless --record) train them and continue the design as make settle does."""
     design = design_in_advance(args, selection)
-    first = design.look_seeds(0)
-    next_runs = [(name, seed) for seed in first for name in (design.ref, *design.encodings)]  # whole seeds first
     if args.plan:
-        print(f"plan: the design's first look needs {len(next_runs)} runs (seeds {', '.join(map(str, first))})")
-        return 0
+        return first_look(args, design, overrides)
     write_json(
         args.runs / args.domain / SETTLE_FILE,
-        {"design": design.to_json(), "looks": [], "next_runs": [f"{name}/seed{seed}" for name, seed in next_runs]},
+        {
+            "design": design.to_json(),
+            "looks": [],
+            "next_runs": [f"{name}/seed{seed}" for name, seed in look_one(design)],
+        },
     )
     print(
         f"{args.domain}: design fixed before any of its runs: looks at {', '.join(map(str, design.looks))} seeds "
         f"(seeds {', '.join(map(str, design.seeds))}), reference {design.ref}, {len(design.encodings)} baselines; "
-        f"the first look needs {len(next_runs)} runs",
+        f"the first look needs {len(look_one(design))} runs",
         flush=True,
     )
+    return 0 if args.record else first_look(args, design, overrides)
+
+
+def look_one(design: Design) -> list[tuple[str, int]]:
+    """The runs of the design's first look, whole seeds first (the reference first in each)."""
+    return [(name, seed) for seed in design.look_seeds(0) for name in (design.ref, *design.encodings)]
+
+
+def first_look(args: argparse.Namespace, design: Design, overrides: list[str]) -> int:
+    """The first look of a design recorded before any of its runs (--seeds ... --record): --plan lists its runs,
+    --record has nothing to add, else they are trained and the design continued as make settle does. Without this,
+    a runs folder that holds only the recorded design had no run to read and the look could not start."""
+    next_runs = look_one(design)
+    if args.plan:
+        seeds = design.look_seeds(0)
+        print(f"plan: the design's first look needs {len(next_runs)} runs (seeds {', '.join(map(str, seeds))})")
+        return 0
     if args.record:
+        print(f"{args.domain}: the design is recorded and its first look has no run yet: nothing to record")
         return 0
     preset = args.preset or "cpu"
     jobs = [
@@ -150,6 +169,14 @@ def fix_in_advance(args: argparse.Namespace, selection: list[str] | None, overri
         return 1
     args.seeds = None
     return settle(args, overrides)
+
+
+def has_run_folders(runs_root: Path, domain: str) -> bool:
+    """Whether the domain's folder holds any run folder (discover_runs refuses a folder that holds none)."""
+    try:
+        return bool(discover_runs(runs_root, domain))
+    except FileNotFoundError:
+        return False
 
 
 def verdict_lines(result: DomainResult) -> list[str]:
@@ -212,6 +239,9 @@ def settle(args: argparse.Namespace, overrides: list[str]) -> int:
                 f"{', '.join(map(str, existing.look_seeds(0)))}, not --seeds {' '.join(map(str, args.seeds))}"
             )
     studies = read_studies(args.with_studies)  # read once: they do not change
+    recorded = read_design(args.runs / args.domain) if not studies else None
+    if recorded is not None and not has_run_folders(args.runs, args.domain):
+        return first_look(args, recorded, overrides)
     with joined_scratch("posbench-settle-") as scratch:
         return settle_looks(args, studies, overrides, scratch)
 

@@ -591,7 +591,7 @@ def test_a_stopped_pair_carries_each_later_looks_holm_p_not_its_first(tmp_path, 
         assert look["pairs"]["prope"]["p_holm"] == pytest.approx(holm[names.index("prope")])
 
 
-def test_seeds_fix_a_design_before_any_of_its_runs_exist(tmp_path, capsys):
+def test_seeds_fix_a_design_before_any_of_its_runs_exist(tmp_path, capsys, monkeypatch):
     """make settle --seeds: the design is written to settle.json before anything trains (no run of the domain
     exists), its first look on the seeds given, its family the chosen encodings, the reference the default, the
     interval futility rule; the runs its first look needs, whole seeds first; --plan writes nothing; a second call
@@ -612,6 +612,15 @@ def test_seeds_fix_a_design_before_any_of_its_runs_exist(tmp_path, capsys):
     )
     assert record["looks"] == [] and record["next_runs"][:3] == ["rope10k/seed10", "hope/seed10", "nope/seed10"]
     assert len(record["next_runs"]) == 9 and not any(root.joinpath("jsb").glob("*/seed*"))
+    # the recorded design alone in the runs folder (no run yet): --plan lists its first look and make settle, with
+    # or without --seeds, trains exactly those runs (it once found "no run folders" and could not start)
+    for command in (args, ["--domain", "jsb", "--runs", str(root)]):
+        assert settle_module.main([*command, "--plan"]) == 0
+        assert "plan: the design's first look needs 9 runs (seeds 10, 11, 12)" in capsys.readouterr().out
+    trained = []
+    monkeypatch.setattr(settle_module, "train", lambda _, jobs: trained.extend(job.label for job in jobs) and False)
+    assert settle_module.main(["--domain", "jsb", "--runs", str(root), "--preset", "tiny"]) == 1
+    assert trained == [f"jsb/{name}/seed{seed}" for seed in (10, 11, 12) for name in ("rope10k", "hope", "nope")]
     # resumed after rope10k and hope finished seed 10 (nope has no run yet): the rest of the first look is due,
     # nope's three runs included (the family is the design's, not the encodings that happen to have runs)
     lm_domain(root, "jsb", {"rope10k": X, "hope": X + 0.01}, seeds=(10,), seed_step=0.0)
