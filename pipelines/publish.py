@@ -144,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(1, f"error: {os_error_text(error)}; {args.out} is as it was\n")
     for note in notes:
         print(note)
-    evaluations = sum(is_derived(label.split("/")[1]) for label in export.labels)
+    # a label ends <encoding>/seed<k>, after the domain and, in a domain with tasks, the task
+    evaluations = sum(is_derived(label.split("/")[-2]) for label in export.labels)
     counts = runs_text(len(export.labels) - evaluations, evaluations)
     print(f"published {counts} of {', '.join(args.domains)} into {args.out} ({STUDY}, {RUNS}, ...)")
     print(f"the study's report: {args.out / 'summary.md'}, its page: {args.out / 'index.html'}")

@@ -127,18 +127,15 @@ def fix_in_advance(args: argparse.Namespace, selection: list[str] | None, overri
     design = design_in_advance(args, selection)
     if args.plan:
         return first_look(args, design, overrides)
+    next_runs = look_one(design)
     write_json(
         args.runs / args.domain / SETTLE_FILE,
-        {
-            "design": design.to_json(),
-            "looks": [],
-            "next_runs": [f"{name}/seed{seed}" for name, seed in look_one(design)],
-        },
+        {"design": design.to_json(), "looks": [], "next_runs": [f"{name}/seed{seed}" for name, seed in next_runs]},
     )
     print(
         f"{args.domain}: design fixed before any of its runs: looks at {', '.join(map(str, design.looks))} seeds "
         f"(seeds {', '.join(map(str, design.seeds))}), reference {design.ref}, {len(design.encodings)} baselines; "
-        f"the first look needs {len(look_one(design))} runs",
+        f"the first look needs {len(next_runs)} runs",
         flush=True,
     )
     return 0 if args.record else first_look(args, design, overrides)
@@ -229,18 +226,17 @@ def record(domain_folder: Path, result: DomainResult) -> None:
 
 def settle(args: argparse.Namespace, overrides: list[str]) -> int:
     selection = args.encodings or (roster(args.roster) if args.roster else None)
+    recorded = read_design(args.runs / args.domain)
     if args.seeds:
-        existing = read_design(args.runs / args.domain)
-        if existing is None:
+        if recorded is None:
             return fix_in_advance(args, selection, overrides)
-        if tuple(existing.look_seeds(0)) != tuple(args.seeds):
+        if tuple(recorded.look_seeds(0)) != tuple(args.seeds):
             raise EvidenceError(
                 f"{args.runs / args.domain / SETTLE_FILE}: the design's first look is seeds "
-                f"{', '.join(map(str, existing.look_seeds(0)))}, not --seeds {' '.join(map(str, args.seeds))}"
+                f"{', '.join(map(str, recorded.look_seeds(0)))}, not --seeds {' '.join(map(str, args.seeds))}"
             )
     studies = read_studies(args.with_studies)  # read once: they do not change
-    recorded = read_design(args.runs / args.domain) if not studies else None
-    if recorded is not None and not has_run_folders(args.runs, args.domain):
+    if recorded is not None and not studies and not has_run_folders(args.runs, args.domain):
         return first_look(args, recorded, overrides)
     with joined_scratch("posbench-settle-") as scratch:
         return settle_looks(args, studies, overrides, scratch)

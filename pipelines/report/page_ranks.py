@@ -62,11 +62,12 @@ def leaderboard_rank_notes(summary: dict) -> list[str]:
     that moves from the ranks among its own encodings (those of the domain's own study page), best first. Text with
     `code` spans."""
     notes = []
+    by_encoding = bridged_encodings(summary)
     for domain, names in bridges_of(summary).items():
         records = summary["domains"][domain]["encodings"]
         ranks = _ranked(records)
         own = reranked(ranks, set(records))
-        bridged = {e: n for e, where in bridged_encodings(summary).items() for d, n in where.items() if d == domain}
+        bridged = {encoding: where[domain] for encoding, where in by_encoding.items() if domain in where}
         moved = sorted((name for name in own if own[name] != ranks[name]), key=lambda name: (ranks[name], name))
         studies = " and ".join(names)
         listed = ", ".join(f"`{e}`" for e in sorted(bridged))
