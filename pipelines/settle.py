@@ -115,7 +115,8 @@ def check_compared(domain: str, runs: list[LoadedRun]) -> None:
 def train(args: argparse.Namespace, jobs: list[Job]) -> bool:
     """Train a look's runs (--jobs at once, default one per GPU, else per core); False, naming them, when any
     failed."""
-    failed = run_local(jobs, workers=args.jobs or len(visible_gpus()) or os.cpu_count() or 1)
+    workers = args.jobs or len(visible_gpus()) or os.cpu_count() or 1
+    failed = run_local(jobs, workers=workers, threads=args.threads)
     for job in failed:
         print(f"failed run: {job.label}: {job.error}", file=sys.stderr)
     return not failed
@@ -147,33 +148,51 @@ def look_one(design: Design) -> list[tuple[str, int]]:
 
 
 def first_look(args: argparse.Namespace, design: Design, overrides: list[str]) -> int:
-    """The first look of a design recorded before any of its runs (--seeds ... --record): --plan lists its runs,
-    --record has nothing to add, else they are trained and the design continued as make settle does. Without this,
-    a runs folder that holds only the recorded design had no run to read and the look could not start."""
-    next_runs = look_one(design)
+    """The first look of a design recorded before any of its runs (--seeds ... --record), until every one of its runs
+    has finished: --plan lists the runs still to train, --record has nothing to add, else they are trained (waiting
+    for any another process trains) and the design continued as make settle does. Without this, a runs folder that
+    holds only the recorded design, or part of its first look, had no look to read and the design could not go on."""
+    jobs = first_look_jobs(args, design, overrides)
+    todo = [job for job in jobs if not job.folder.joinpath(DONE).exists()]
     if args.plan:
         seeds = design.look_seeds(0)
-        print(f"plan: the design's first look needs {len(next_runs)} runs (seeds {', '.join(map(str, seeds))})")
+        print(
+            f"plan: the design's first look needs {len(todo)} runs (seeds {', '.join(map(str, seeds))})"
+            + (f"; {len(jobs) - len(todo)} of its {len(jobs)} have finished" if len(todo) < len(jobs) else "")
+        )
+        print("\n".join(f"  {job.label}" for job in todo))
         return 0
     if args.record:
-        print(f"{args.domain}: the design is recorded and its first look has no run yet: nothing to record")
+        print(f"{args.domain}: the design is recorded and its first look is not finished: nothing to record")
         return 0
-    preset = args.preset or "cpu"
-    jobs = [
-        job for name, seed in next_runs for job in plan(args.domain, [name], [seed], preset, args.runs, None, overrides)
-    ]
-    if not train(args, [job for job in jobs if not job.folder.joinpath(DONE).exists()]):
-        return 1
+    while todo:
+        if not train(args, todo):
+            return 1
+        elsewhere = [job for job in todo if job.status == ELSEWHERE]
+        todo = [job for job in jobs if not job.folder.joinpath(DONE).exists()]
+        if todo and not elsewhere:
+            print(f"{len(todo)} runs of the first look did not finish: {', '.join(job.label for job in todo)}")
+            return 1
+        if todo:  # another settle (or sweep) trains them: look again once it may have finished some
+            print(f"waiting {WAIT_SECONDS} s for {len(elsewhere)} runs another process is training", flush=True)
+            time.sleep(WAIT_SECONDS)
     args.seeds = None
     return settle(args, overrides)
 
 
-def has_run_folders(runs_root: Path, domain: str) -> bool:
-    """Whether the domain's folder holds any run folder (discover_runs refuses a folder that holds none)."""
-    try:
-        return bool(discover_runs(runs_root, domain))
-    except FileNotFoundError:
-        return False
+def first_look_jobs(args: argparse.Namespace, design: Design, overrides: list[str]) -> list[Job]:
+    """The sweep jobs of the design's first look, finished or not."""
+    preset = args.preset or "cpu"
+    return [
+        job
+        for name, seed in look_one(design)
+        for job in plan(args.domain, [name], [seed], preset, args.runs, None, overrides)
+    ]
+
+
+def first_look_finished(args: argparse.Namespace, design: Design, overrides: list[str]) -> bool:
+    """Whether every run of the design's first look has finished in the runs folder."""
+    return all(job.folder.joinpath(DONE).exists() for job in first_look_jobs(args, design, overrides))
 
 
 def verdict_lines(result: DomainResult) -> list[str]:
@@ -236,7 +255,7 @@ def settle(args: argparse.Namespace, overrides: list[str]) -> int:
                 f"{', '.join(map(str, recorded.look_seeds(0)))}, not --seeds {' '.join(map(str, args.seeds))}"
             )
     studies = read_studies(args.with_studies)  # read once: they do not change
-    if recorded is not None and not studies and not has_run_folders(args.runs, args.domain):
+    if recorded is not None and not studies and not first_look_finished(args, recorded, overrides):
         return first_look(args, recorded, overrides)
     with joined_scratch("posbench-settle-") as scratch:
         return settle_looks(args, studies, overrides, scratch)
@@ -390,6 +409,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=Path, default=Path("runs"))
     add_with_option(parser, "published studies whose runs join the local ones; the new runs train locally")
     parser.add_argument("--jobs", type=int, default=None, help="runs at once (default: one per GPU, else per core)")
+    parser.add_argument(
+        "--threads",
+        type=whole_number(1),
+        default=None,
+        help="CPU threads per run (default: cores / jobs); two studies sharing a machine give it so that their runs' "
+        "threads add up to its cores (more threads than cores stall each other at every parallel region)",
+    )
     stop = parser.add_mutually_exclusive_group()
     stop.add_argument("--plan", action="store_true", help="print the verdicts and the next runs; train nothing")
     stop.add_argument(

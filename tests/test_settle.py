@@ -6,6 +6,7 @@ and power are simulated in tests/test_verdict_simulations.py."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -86,7 +87,7 @@ def test_plan_lists_exactly_the_runs_the_rule_calls_for(tmp_path, capsys):
 def fake_training(root, trained):
     """run_local replaced by finished runs in `root`: rope10k is 0.02 worse, darope as it was; seed k adds 0.001 k."""
 
-    def run_local(jobs, workers):
+    def run_local(jobs, workers, threads=None):
         for job in jobs:
             pe, seed = job.key.encoding, job.key.seed
             trained.append(job.label)
@@ -469,7 +470,7 @@ def test_a_settle_waiting_for_another_processs_runs_sleeps_between_looks(tmp_pat
     class Stop(Exception):
         pass
 
-    def held_elsewhere(jobs, workers):  # another settle holds every run's lock
+    def held_elsewhere(jobs, workers, threads=None):  # another settle holds every run's lock
         calls.append([job.label for job in jobs])
         if len(calls) == 3:
             raise Stop
@@ -630,6 +631,15 @@ def test_seeds_fix_a_design_before_any_of_its_runs_exist(tmp_path, capsys, monke
         ["jsb/rope10k/seed11", "jsb/rope10k/seed12", "jsb/hope/seed11", "jsb/hope/seed12"]
         + [f"jsb/nope/seed{s}" for s in (10, 11, 12)]
     )
+    # resumed with only the reference finished (the genome's look 1 stopped after rope10k's first run): no pair
+    # can be read yet, so make settle goes on training the first look (it once stopped on a look it could not read)
+    only_ref = tmp_path / "only-ref"
+    lm_domain(only_ref, "jsb", {"rope10k": X}, seeds=(10,), seed_step=0.0)
+    shutil.copy(root / "jsb" / "settle.json", only_ref / "jsb" / "settle.json")
+    trained.clear()
+    only = ["--domain", "jsb", "--runs", str(only_ref), "--preset", "tiny"]
+    assert settle_module.main(only) == 1
+    assert trained == [f"jsb/{name}/seed{seed}" for seed in (10, 11, 12) for name in ("rope10k", "hope", "nope")][1:]
     with pytest.raises(SystemExit):
         settle_module.main([*args[:-3], "20", "21", "22", "--record"])
     assert "the design's first look is seeds 10, 11, 12, not --seeds 20 21 22" in capsys.readouterr().err
@@ -735,3 +745,22 @@ def test_a_published_design_edited_and_rehashed_is_refused(tmp_path, capsys, edi
         settle_module.main(args)
     assert exit_.value.code == 1
     assert message.format(record=study / "settle" / "jsb.json") in capsys.readouterr().err
+
+
+def test_threads_per_run_are_passed_to_the_runs(tmp_path, monkeypatch):
+    """Two studies sharing a machine: `--jobs 2 --threads 1` runs two one-thread runs at once (without --threads a
+    run takes cores / jobs threads, and two studies at their defaults ask for more threads than the machine has)."""
+    root = tmp_path / "runs"
+    args = ["--domain", "jsb", "--runs", str(root), "--encodings", "hope", "nope", "--seeds", "10", "11", "12"]
+    assert settle_module.main([*args, "--record"]) == 0
+    calls = []
+    monkeypatch.setattr(
+        settle_module, "run_local", lambda jobs, workers, threads: calls.append((workers, threads)) or []
+    )
+    assert (
+        settle_module.main(
+            ["--domain", "jsb", "--runs", str(root), "--preset", "tiny", "--jobs", "2", "--threads", "1"]
+        )
+        == 1
+    )
+    assert calls[0] == (2, 1)
