@@ -160,8 +160,8 @@ def first_look(args: argparse.Namespace, design: Design, overrides: list[str]) -
             f"plan: the design's first look needs {len(todo)} runs (seeds {', '.join(map(str, seeds))})"
             + (f"; {len(jobs) - len(todo)} of its {len(jobs)} have finished" if len(todo) < len(jobs) else "")
         )
-        print("\n".join(f"  {job.label}" for job in todo))
-        return 0
+        finished = load_runs(discover_runs(args.runs, args.domain)) if len(todo) < len(jobs) else []
+        return print_priced(todo, finished)
     if args.record:
         print(f"{args.domain}: the design is recorded and its first look is not finished: nothing to record")
         return 0
@@ -356,8 +356,14 @@ def print_plan(result: DomainResult, jobs: list[Job], runs: list[LoadedRun]) -> 
     if not jobs:
         print("plan: nothing to train" + ("" if result.verdicts.next_runs else ": every pair is decided or capped"))
         return 0
-    total, used, kind, on_kind = 0.0, collections.Counter(), this_cpu_kind(), 0
     print(f"plan: the next look needs {len(jobs)} runs:")
+    return print_priced(jobs, runs)
+
+
+def print_priced(jobs: list[Job], runs: list[LoadedRun]) -> int:
+    """Each run to train with the time it should take, and the total, priced from the finished runs (their CPU
+    seconds, on this CPU's kind where they have them: pipelines.launch.costs)."""
+    total, used, kind, on_kind = 0.0, collections.Counter(), this_cpu_kind(), 0
     for job in jobs:
         seconds, measure, same_kind = estimated_seconds(runs, job.key.encoding, kind)
         total += seconds or 0.0

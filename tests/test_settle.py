@@ -626,7 +626,10 @@ def test_seeds_fix_a_design_before_any_of_its_runs_exist(tmp_path, capsys, monke
     # nope's three runs included (the family is the design's, not the encodings that happen to have runs)
     lm_domain(root, "jsb", {"rope10k": X, "hope": X + 0.01}, seeds=(10,), seed_step=0.0)
     assert settle_module.main([*args, "--plan"]) == 0
-    planned = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("  jsb/")]
+    out = capsys.readouterr().out
+    assert "the design's first look needs 7 runs (seeds 10, 11, 12); 2 of its 9 have finished" in out
+    assert "plan: about " in out  # priced from the two finished runs
+    planned = [line.split()[0] for line in out.splitlines() if line.startswith("  jsb/")]
     assert sorted(planned) == sorted(
         ["jsb/rope10k/seed11", "jsb/rope10k/seed12", "jsb/hope/seed11", "jsb/hope/seed12"]
         + [f"jsb/nope/seed{s}" for s in (10, 11, 12)]
