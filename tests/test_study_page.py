@@ -525,7 +525,11 @@ def test_the_first_screen_shows_the_answer_and_the_top_of_the_leaderboard(folder
         ranks = [_number(row["cells"]["rank"]["value"]) for row in rows if row["domain"] == domain]
         assert len(ranks) == len(record["encodings"]) and ranks == _sorted_with_missing_last(ranks, reverse=False)
     first = rows[:3]
-    assert sum(bool(row["cells"]["delta"]["text"]) for row in first) >= 2, first  # not the reference's blanks
+    tested = sum(
+        record["delta"] != "" for domain in summary["domains"].values() for record in domain["encodings"].values()
+    )
+    # not the reference's blanks; a study below its first look (hrg-cpu's first slice) has no Δ to show yet
+    assert sum(bool(row["cells"]["delta"]["text"]) for row in first) >= min(2, tested), first
     for row in first:
         where = f"#top-table tr[data-domain='{row['domain']}'][data-encoding='{row['encoding']}']"
         cell = f"{where} td[data-key='delta']"
@@ -1238,7 +1242,10 @@ def test_the_forest_ticks_fall_where_the_effects_are(folder):
 
     charts = unpacked((folder / INDEX).read_text(), "charts-data")
     forests = [spec for name, spec in charts.items() if name.startswith("forest-")]
-    assert forests
+    if not forests:
+        summary = json.loads((folder / "summary.json").read_text())
+        assert not any(e["delta"] != "" for d in summary["domains"].values() for e in d["encodings"].values())
+        pytest.skip(f"{folder.name} has no forest plot (no pair tested yet)")
     for spec in forests:
         point = spec["layer"][-1]
         x = point["encoding"]["x"]
