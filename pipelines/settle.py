@@ -127,7 +127,7 @@ def fix_in_advance(args: argparse.Namespace, selection: list[str] | None, overri
     look's runs as the next ones; then (unless --record) train them and continue the design as make settle does."""
     design = design_in_advance(args, selection)
     if args.plan:
-        return first_look(args, design, overrides)
+        return first_look(args, design, first_look_jobs(args, design, overrides), overrides)
     next_runs = look_one(design)
     write_json(
         args.runs / args.domain / SETTLE_FILE,
@@ -139,7 +139,7 @@ def fix_in_advance(args: argparse.Namespace, selection: list[str] | None, overri
         f"the first look needs {len(next_runs)} runs",
         flush=True,
     )
-    return 0 if args.record else first_look(args, design, overrides)
+    return 0 if args.record else first_look(args, design, first_look_jobs(args, design, overrides), overrides)
 
 
 def look_one(design: Design) -> list[tuple[str, int]]:
@@ -147,13 +147,13 @@ def look_one(design: Design) -> list[tuple[str, int]]:
     return [(name, seed) for seed in design.look_seeds(0) for name in (design.ref, *design.encodings)]
 
 
-def first_look(args: argparse.Namespace, design: Design, overrides: list[str]) -> int:
+def first_look(args: argparse.Namespace, design: Design, jobs: list[Job], overrides: list[str]) -> int:
     """The first look of a design recorded before any of its runs (--seeds ... --record), until every one of its runs
     has finished: --plan lists the runs still to train, --record has nothing to add, else they are trained (waiting
-    for any another process trains) and the design continued as make settle does. Without this, a runs folder that
-    holds only the recorded design, or part of its first look, had no look to read and the design could not go on."""
-    jobs = first_look_jobs(args, design, overrides)
-    todo = [job for job in jobs if not job.folder.joinpath(DONE).exists()]
+    for those another process trains) and the design continued as make settle does. Without this, a runs folder that
+    holds only the recorded design, or part of its first look, had no look to read and the design could not go on.
+    `jobs`: first_look_jobs."""
+    todo = unfinished(jobs)
     if args.plan:
         seeds = design.look_seeds(0)
         print(
@@ -169,13 +169,12 @@ def first_look(args: argparse.Namespace, design: Design, overrides: list[str]) -
         if not train(args, todo):
             return 1
         elsewhere = [job for job in todo if job.status == ELSEWHERE]
-        todo = [job for job in jobs if not job.folder.joinpath(DONE).exists()]
+        todo = unfinished(jobs)
         if todo and not elsewhere:
             print(f"{len(todo)} runs of the first look did not finish: {', '.join(job.label for job in todo)}")
             return 1
-        if todo:  # another settle (or sweep) trains them: look again once it may have finished some
-            print(f"waiting {WAIT_SECONDS} s for {len(elsewhere)} runs another process is training", flush=True)
-            time.sleep(WAIT_SECONDS)
+        if todo:
+            wait_for(elsewhere)
     args.seeds = None
     return settle(args, overrides)
 
@@ -190,9 +189,19 @@ def first_look_jobs(args: argparse.Namespace, design: Design, overrides: list[st
     ]
 
 
-def first_look_finished(args: argparse.Namespace, design: Design, overrides: list[str]) -> bool:
-    """Whether every run of the design's first look has finished in the runs folder."""
-    return all(job.folder.joinpath(DONE).exists() for job in first_look_jobs(args, design, overrides))
+def unfinished(jobs: list[Job]) -> list[Job]:
+    """The jobs whose run has not finished (no done.json in its folder)."""
+    return [job for job in jobs if not job.folder.joinpath(DONE).exists()]
+
+
+def wait_for(elsewhere: list[Job]) -> None:
+    """Another settle (or sweep) trains these runs: wait, then look again once it may have finished some."""
+    print(
+        f"waiting {WAIT_SECONDS} s for {len(elsewhere)} runs another process is training: "
+        + ", ".join(f"{job.label} ({job.error})" for job in elsewhere),
+        flush=True,
+    )
+    time.sleep(WAIT_SECONDS)
 
 
 def verdict_lines(result: DomainResult) -> list[str]:
@@ -231,7 +240,7 @@ def next_jobs(domain: str, result: DomainResult, preset: str, runs_root: Path, o
     jobs = []
     for encoding, seed in result.verdicts.next_runs:
         jobs += plan(domain, [encoding], [seed], preset, runs_root, tasks, overrides)
-    return [job for job in jobs if not job.folder.joinpath("done.json").exists()]
+    return unfinished(jobs)
 
 
 def record(domain_folder: Path, result: DomainResult) -> None:
@@ -255,8 +264,10 @@ def settle(args: argparse.Namespace, overrides: list[str]) -> int:
                 f"{', '.join(map(str, recorded.look_seeds(0)))}, not --seeds {' '.join(map(str, args.seeds))}"
             )
     studies = read_studies(args.with_studies)  # read once: they do not change
-    if recorded is not None and not studies and not first_look_finished(args, recorded, overrides):
-        return first_look(args, recorded, overrides)
+    if recorded is not None and not studies:
+        jobs = first_look_jobs(args, recorded, overrides)
+        if unfinished(jobs):
+            return first_look(args, recorded, jobs, overrides)
     with joined_scratch("posbench-settle-") as scratch:
         return settle_looks(args, studies, overrides, scratch)
 
@@ -342,13 +353,8 @@ def settle_looks(args: argparse.Namespace, studies: list[PublishedStudy], overri
         if not train(args, longest_first(jobs, runs)):
             return 1
         elsewhere = [job for job in jobs if job.status == ELSEWHERE]
-        if elsewhere:  # another settle (or sweep) trains them: look again once it may have finished some
-            print(
-                f"waiting {WAIT_SECONDS} s for {len(elsewhere)} runs another process is training: "
-                + ", ".join(f"{job.label} ({job.error})" for job in elsewhere),
-                flush=True,
-            )
-            time.sleep(WAIT_SECONDS)
+        if elsewhere:
+            wait_for(elsewhere)
         runs = evidence_runs(args, studies, scratch, look)[0]  # the look's new runs beside the others
 
 

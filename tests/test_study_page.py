@@ -488,6 +488,12 @@ def test_each_published_page_opens_with_its_answer_the_same_as_summary_md(folder
 FIRST_SCREEN = {390: 844, 1280: 800}
 
 
+def _with_delta(summary: dict) -> int:
+    """How many encodings of the study have a Δ to their reference (none below a design's first look)."""
+    records = (record for domain in summary["domains"].values() for record in domain["encodings"].values())
+    return sum(record["delta"] != "" for record in records)
+
+
 def _first_screen(chromium, folder: Path, width: int):
     """(page, log): the page opened at `width`, its viewport a first screen's height, scrolled to the top."""
     page, log = open_page(chromium, folder / INDEX, width=width)
@@ -525,9 +531,7 @@ def test_the_first_screen_shows_the_answer_and_the_top_of_the_leaderboard(folder
         ranks = [_number(row["cells"]["rank"]["value"]) for row in rows if row["domain"] == domain]
         assert len(ranks) == len(record["encodings"]) and ranks == _sorted_with_missing_last(ranks, reverse=False)
     first = rows[:3]
-    tested = sum(
-        record["delta"] != "" for domain in summary["domains"].values() for record in domain["encodings"].values()
-    )
+    tested = _with_delta(summary)
     # not the reference's blanks; a study below its first look (hrg-cpu's first slice) has no Δ to show yet
     assert sum(bool(row["cells"]["delta"]["text"]) for row in first) >= min(2, tested), first
     for row in first:
@@ -1243,8 +1247,7 @@ def test_the_forest_ticks_fall_where_the_effects_are(folder):
     charts = unpacked((folder / INDEX).read_text(), "charts-data")
     forests = [spec for name, spec in charts.items() if name.startswith("forest-")]
     if not forests:
-        summary = json.loads((folder / "summary.json").read_text())
-        assert not any(e["delta"] != "" for d in summary["domains"].values() for e in d["encodings"].values())
+        assert not _with_delta(json.loads((folder / "summary.json").read_text()))
         pytest.skip(f"{folder.name} has no forest plot (no pair tested yet)")
     for spec in forests:
         point = spec["layer"][-1]
