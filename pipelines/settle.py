@@ -161,7 +161,8 @@ def first_look(args: argparse.Namespace, design: Design, jobs: list[Job], overri
             + (f"; {len(jobs) - len(todo)} of its {len(jobs)} have finished" if len(todo) < len(jobs) else "")
         )
         finished = load_runs(discover_runs(args.runs, args.domain)) if len(todo) < len(jobs) else []
-        return print_priced(todo, finished)
+        print_priced(todo, finished)
+        return 0
     if args.record:
         print(f"{args.domain}: the design is recorded and its first look is not finished: nothing to record")
         return 0
@@ -226,6 +227,9 @@ def verdict_line(name: str, pair: PairVerdict, ref: str, digits: int) -> str:
         )
         return f"  {name:>14} vs {ref}: Δ {pair.delta:+.{digits}f}{interval} over {seeds}: no verdict yet{scope}"
     needed = f", seeds to detect ±{pair.region:g}: {pair.seeds_needed}" if pair.seeds_needed else ""
+    if pair.verdict == "inconclusive" and math.isfinite(pair.predictive_power):
+        power = pair.predictive_power
+        needed += f", P(shown different at the next look) {'below 0.01' if power < 0.005 else f'{power:.2f}'}"
     level, lo, hi = pair.decision_interval()
     return (
         f"  {name:>14} vs {ref}: Δ {pair.delta:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}] "
@@ -363,12 +367,33 @@ def print_plan(result: DomainResult, jobs: list[Job], runs: list[LoadedRun]) -> 
         print("plan: nothing to train" + ("" if result.verdicts.next_runs else ": every pair is decided or capped"))
         return 0
     print(f"plan: the next look needs {len(jobs)} runs:")
-    return print_priced(jobs, runs)
+    seconds = print_priced(jobs, runs)
+    print_expected(result, seconds)
+    return 0
 
 
-def print_priced(jobs: list[Job], runs: list[LoadedRun]) -> int:
-    """Each run to train with the time it should take, and the total, priced from the finished runs (their CPU
-    seconds, on this CPU's kind where they have them: pipelines.launch.costs)."""
+def print_expected(result: DomainResult, seconds: float) -> None:
+    """What the next look should buy: the open pairs' predictive powers summed (the pairs it is expected to show
+    different, a planning figure: verdict.predictive_power), and that per core-hour of the priced runs, the figure by
+    which studies sharing a machine are ordered. Stops for futility are not counted."""
+    powers = [
+        pair.predictive_power
+        for pair in result.verdicts.verdicts().values()
+        if pair.verdict == "inconclusive" and math.isfinite(pair.predictive_power)
+    ]
+    if not powers:
+        return
+    expected = sum(powers)
+    rate = f", {expected / (seconds / 3600):.2f} per core-hour of its run time" if seconds > 0 else ""
+    print(
+        f"plan: the next look is expected to show {expected:.2f} of its {len(powers)} open pairs different{rate} "
+        "(their predictive powers summed; planning, not evidence)"
+    )
+
+
+def print_priced(jobs: list[Job], runs: list[LoadedRun]) -> float:
+    """Each run to train with the time it should take, and the total (returned, in seconds of one core), priced from
+    the finished runs (their CPU seconds, on this CPU's kind where they have them: pipelines.launch.costs)."""
     total, used, kind, on_kind = 0.0, collections.Counter(), this_cpu_kind(), 0
     for job in jobs:
         seconds, measure, same_kind = estimated_seconds(runs, job.key.encoding, kind)
@@ -386,7 +411,7 @@ def print_priced(jobs: list[Job], runs: list[LoadedRun]) -> int:
     elsewhere = sum(1 for _ in used.elements()) - on_kind
     print(f"plan: priced from runs on this CPU's kind, {kind_name(kind)}, for {on_kind} of the {len(jobs)} runs"
           + (f"; {elsewhere} from runs on other or unrecorded CPU kinds" if elsewhere else ""))  # fmt: skip
-    return 0
+    return total
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -509,6 +509,31 @@ def test_plan_estimates_a_runs_wall_time_with_its_process_start_up(tmp_path, cap
     assert "plan: about 50 s of run time in all (the finished runs' median wall time, process start-up included)" in out
 
 
+def test_plan_says_what_the_next_look_should_buy_per_core_hour(tmp_path, capsys):
+    """Each open pair's predictive power at the next look beside its verdict, and their sum, the pairs the look is
+    expected to show different, per hour of the priced runs (6 runs of 12.5 s: 75 s): the figure that orders
+    studies sharing a machine. A decided pair carries none."""
+    root = tmp_path / "runs"
+    lm_domain(root, "jsb", {"darope": X, "nope": X + 0.3}, seed_step=0.01)
+    lm_domain(root, "jsb", {"rope10k": X + 0.02, "hope": X + 0.01}, seed_step=0.015)
+    for run in root.glob("jsb/*/seed*"):
+        (run / "train.20250101T000000.4242.out").write_text("")
+        (run / "done.json").write_text(json.dumps({"finished": "2025-01-01T00:00:12.500000+00:00"}))
+    assert settle_module.main(["--domain", "jsb", "--runs", str(root), "--ref", "darope", "--plan"]) == 0
+    out = capsys.readouterr().out
+    verdicts = {line.split()[0]: line for line in out.splitlines() if " vs darope: " in line}
+    assert ": worse (look 1)" in verdicts["nope"] and "P(shown different" not in verdicts["nope"]
+    powers = {name: float(verdicts[name].rsplit(" ", 1)[1]) for name in ("hope", "rope10k")}
+    assert all(": inconclusive (look 1)" in verdicts[name] for name in powers)
+    assert 0.2 < powers["hope"] < powers["rope10k"] < 1.0  # the larger Δ on the same seed noise: the likelier shown
+    assert "plan: the next look needs 6 runs" in out and "plan: about 1.2 min of run time in all" in out
+    expected = [line for line in out.splitlines() if line.startswith("plan: the next look is expected to show")]
+    assert len(expected) == 1, out
+    shown, rate = expected[0].split(" of its 2 open pairs different, ")
+    assert float(shown.rsplit(" ", 1)[1]) == pytest.approx(sum(powers.values()), abs=0.011)
+    assert float(rate.split()[0]) == pytest.approx(sum(powers.values()) / (75 / 3600), rel=0.01)
+
+
 def test_plan_prices_a_run_by_its_cpu_seconds_per_thread_where_recorded(tmp_path, capsys):
     """Runs whose 12 s of wall time were shared with other work, recorded with 3 s of training CPU and 1 s of
     scoring on 2 threads: 2 s a run, on cores of its own. darope's own runs lack the record: its wall time stays."""
