@@ -331,9 +331,13 @@ def settle_looks(args: argparse.Namespace, studies: list[PublishedStudy], overri
     for look in itertools.count(1):
         result = analyse_domain(domain, chosen_runs(runs, selection, design.ref), None, design)
         family = result.verdicts.family
-        print(f"look {len(family.looks)} of {len(design.looks)}:", flush=True)
-        print("\n".join(verdict_lines(result)), flush=True)
         jobs = next_jobs(domain, result, preset, runs_root, overrides)
+        if family.looks:
+            print(f"look {len(family.looks)} of {len(design.looks)}:", flush=True)
+            print("\n".join(verdict_lines(result)), flush=True)
+        else:  # a published slice of the first look: nothing to test yet
+            seeds = design.look_seeds(0)
+            print(f"below the design's first look (seeds {', '.join(map(str, seeds))}): no verdict yet", flush=True)
         check_joinable(jobs, studies)
         if args.plan:
             return print_plan(result, jobs, runs)
@@ -366,7 +370,8 @@ def print_plan(result: DomainResult, jobs: list[Job], runs: list[LoadedRun]) -> 
     if not jobs:
         print("plan: nothing to train" + ("" if result.verdicts.next_runs else ": every pair is decided or capped"))
         return 0
-    print(f"plan: the next look needs {len(jobs)} runs:")
+    family = result.verdicts.family
+    print(f"plan: the {'next' if family and family.looks else 'first'} look needs {len(jobs)} runs:")
     seconds = print_priced(jobs, runs)
     print_expected(result, seconds)
     return 0

@@ -697,9 +697,30 @@ def test_a_design_published_before_its_first_look_completes_is_continued_by_sett
     monkeypatch.setattr(settle_module, "check_joinable", lambda jobs, studies: None)  # fabricated manifests
     capsys.readouterr()
     assert settle_module.main([*args, "--runs", str(local), "--with", str(study), "--plan"]) == 0
-    planned = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("  jsb/")]
+    out = capsys.readouterr().out
+    planned = [line.split()[0] for line in out.splitlines() if line.startswith("  jsb/")]
     assert sorted(planned) == ["jsb/hope/seed12", "jsb/nope/seed11", "jsb/nope/seed12", "jsb/rope10k/seed12"]
+    # said as what it is: no look yet (it said "look 0 of 4:" over an empty line) and the first look's runs
+    assert "below the design's first look (seeds 10, 11, 12): no verdict yet" in out and "look 0" not in out
+    assert "plan: the first look needs 4 runs:" in out
     assert not local.exists()
+
+
+def test_a_slice_holding_only_the_designs_reference_says_what_its_first_look_needs(tmp_path):
+    """The first runs of a first look are the reference's (look_one trains it first in each seed): a slice published
+    then said "only one encoding has finished runs" and carried no next runs. It says what the look needs."""
+    root, study = tmp_path / "runs", tmp_path / "study"
+    args = ["--domain", "jsb", "--encodings", "hope", "nope"]
+    assert settle_module.main([*args, "--runs", str(root), "--seeds", "10", "11", "12", "--record"]) == 0
+    lm_domain(root, "jsb", {"rope10k": X}, seeds=(10,), seed_step=0.0)
+    assert publish_main(["--runs", str(root), "--domains", "jsb", "--out", str(study)]) == 0
+    domain = json.loads((study / "summary.json").read_text())["domains"]["jsb"]
+    assert (
+        "its first look is not reached, so no pair is tested yet; the first look needs 8 more runs" in domain["answer"]
+    )
+    assert domain["next_runs"] == [f"{name}/seed{seed}" for name, seeds in
+                                   [("rope10k", (11, 12)), ("hope", (10, 11, 12)), ("nope", (10, 11, 12))]
+                                   for seed in seeds]  # fmt: skip
 
 
 @pytest.mark.parametrize("command", ["settle", "sweep"])

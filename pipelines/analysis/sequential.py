@@ -460,7 +460,9 @@ def seed_verdicts(evidence: Evidence, ref: str | None, design: Design | None) ->
     finished runs, else fallback_reference: never chosen by its score. A design (from make settle) makes the primary
     family sequential; encodings outside its family get their own (joined_verdicts), and every figure of the
     study's own encodings (its every-pair family, its variance components) is computed from them alone."""
-    if len(evidence.encodings) < 2:
+    # a design's reference alone (a first look's first runs) still has the runs that look needs: its family says them
+    first_runs = design is not None and design.sequential and list(evidence.encodings) == [design.ref]
+    if len(evidence.encodings) < 2 and not first_runs:
         reason = "No paired tests: only one encoding has finished runs."
         return SeedVerdicts(None, reason, None, [], components(evidence))
     chosen = (design.ref if design else None) or ref
