@@ -3,6 +3,7 @@ number is known (tests/run_fixtures.py), and the command line `python -m pipelin
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -617,3 +618,38 @@ def test_a_domain_of_one_seed_has_no_spread_over_resampled_seeds(tmp_path):
     lm_domain(tmp_path / "two", "jsb", nll, seeds=(10, 11), seed_step=0.01)
     record = json.loads(study(tmp_path / "two", ["jsb"], tmp_path / "two_out").with_name("summary.json").read_text())
     assert record["mean_rank"]["darope"]["p_rank_1"] == 1.0 and record["mean_rank"]["nope"]["ci_over_seeds"] == [3, 3]
+
+
+def test_a_domain_below_its_designs_first_look_joins_no_cross_domain_rank(tmp_path):
+    """A designed study's slice (hrg: its design recorded, then rope10k and hope on seed 10 of the first look's seeds
+    10-12) compared beside domains past their first look (jsb and maestro, seeds 0-2 of four encodings) left only
+    the encodings all hold in the mean rank and the Friedman test: a rank of one seed's scores. It ranks nowhere and
+    says why; the mean ranks and the test are jsb's and maestro's. Alone, it still ranks itself."""
+    from pipelines import settle as settle_module
+
+    x = np.array([0.2, 1.4, 0.6, 2.5])
+    for domain, shift in (("jsb", 0.0), ("maestro", 0.1)):
+        nll = {"rope10k": x, "darope": x - 0.05, "hope": x + 0.02 + shift, "nope": x + 0.3}
+        lm_domain(tmp_path / "runs", domain, nll, seeds=(0, 1, 2), seed_step=0.01)
+    design = ["--domain", "hrg", "--runs", str(tmp_path / "runs"), "--encodings", "hope", "nope"]
+    assert settle_module.main([*design, "--seeds", "10", "11", "12", "--record"]) == 0
+    lm_domain(tmp_path / "runs", "hrg", {"rope10k": x, "hope": x - 0.1}, seeds=(10,), seed_step=0.0)
+
+    summary = study(tmp_path / "runs", ["jsb", "maestro", "hrg"], tmp_path / "out")
+    record = json.loads(summary.with_name("summary.json").read_text())
+    why = "its design's first look is not reached (no pair tested; encodings on unequal seeds)"
+    assert record["domains_not_ranked"] == {"hrg": why}
+    assert f"Not ranked: `hrg` ({why})." in summary.read_text()
+    # the mean rank over jsb and maestro, of all four encodings; the test over those 2 blocks
+    assert {name: (r["mean"], r["domains"]) for name, r in record["mean_rank"].items()} == {
+        "darope": (1.0, 2), "rope10k": (2.0, 2), "hope": (3.0, 2), "nope": (4.0, 2)
+    }  # fmt: skip
+    test = record["friedman"]["domains"]
+    assert test["blocks"] == ["jsb", "maestro"] and test["left_out"] == []
+    assert sorted(test["encodings"]) == ["darope", "hope", "nope", "rope10k"]
+    page = html.unescape((tmp_path / "out" / "index.html").read_text())
+    assert f"Not ranked: hrg ({why})." in page
+
+    alone = json.loads(study(tmp_path / "runs", ["hrg"], tmp_path / "alone").with_name("summary.json").read_text())
+    assert alone["domains_not_ranked"] == {}
+    assert {name: r["mean"] for name, r in alone["mean_rank"].items()} == {"hope": 1.0, "rope10k": 2.0}

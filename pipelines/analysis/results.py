@@ -121,6 +121,15 @@ class DomainResult:
         return decided_count([pair.verdict for pair in self.verdicts.verdicts().values()]) if self.verdicts else 0
 
     @property
+    def below_first_look(self) -> bool:
+        """A designed study whose first look is not reached (a slice of it published while it trains): its
+        encodings hold unequal seeds, some none, and no pair is tested, so it joins no cross-domain rank yet."""
+        verdicts = self.verdicts
+        if verdicts is None or verdicts.family is None:
+            return False
+        return verdicts.family.design.sequential and not verdicts.family.looks
+
+    @property
     def per_example(self) -> bool:
         """Compared per test example (an NLL domain), not per task."""
         return self.tasks is None

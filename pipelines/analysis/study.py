@@ -89,6 +89,11 @@ class Study:
         """The domains the mean rank averages over (a bridged study is ranked inside its domain)."""
         return list(ranking_groups(self.results))
 
+    @property
+    def unranked(self) -> dict[str, str]:
+        """The results no rank takes in, and why (unranked_domains)."""
+        return unranked_domains(self.results)
+
     def best_in(self, result: DomainResult) -> str | None:
         """The first of the ranking `result` is shown in (its domain's, a bridged study's included), as a table puts
         it in bold; the result's own first where the study holds no ranking."""
@@ -136,10 +141,14 @@ def friedman_over(table: dict[str, dict[str, float]], higher_is_better: list[boo
 def ranking_groups(results: list[DomainResult]) -> dict[str, list[DomainResult]]:
     """Each ranked domain's results: the domain's own first, then the studies bridged into its ranking. EvidenceError
     when a bridged study's domain is not compared, or the two do not share a reference and a metric: a Δ to another
-    reference, or in another metric, cannot be ranked beside the domain's."""
-    groups = {result.domain: [result] for result in results if result.ranked_with is None}
+    reference, or in another metric, cannot be ranked beside the domain's. A result below its design's first look
+    ranks nowhere (unranked_domains), nor do the studies bridged into its domain."""
+    unranked = unranked_domains(results)
+    groups = {
+        result.domain: [result] for result in results if result.ranked_with is None and result.domain not in unranked
+    }
     for result in results:
-        if result.ranked_with is None:
+        if result.ranked_with is None or result.domain in unranked:
             continue
         own = groups.get(result.ranked_with)
         if own is None:
@@ -157,6 +166,21 @@ def ranking_groups(results: list[DomainResult]) -> dict[str, list[DomainResult]]
     for group in groups.values():
         check_bridged_once(group)
     return groups
+
+
+def unranked_domains(results: list[DomainResult]) -> dict[str, str]:
+    """The results the cross-domain ranks leave out, and why: a designed study below its first look (a published
+    slice of a look still training) holds some encodings at one seed and others at none, and beside a domain past
+    its first look would shrink the ranks to the few encodings it holds; a study bridged into a domain left out goes
+    with it. A study of such domains alone still ranks them, each within itself (descriptive, as its page says)."""
+    below = {result.domain for result in results if result.below_first_look}
+    if all(result.domain in below or result.ranked_with in below for result in results):
+        return {}
+    left = dict.fromkeys(below, "its design's first look is not reached (no pair tested; encodings on unequal seeds)")
+    for result in results:
+        if result.ranked_with in below and result.domain not in below:
+            left[result.domain] = f"bridged into {result.ranked_with}, which is not ranked yet"
+    return left
 
 
 def check_bridged_once(group: list[DomainResult]) -> None:

@@ -19,6 +19,7 @@ from pipelines.report.page_tables import (
     number_text,
     p_cell,
 )
+from pipelines.report.study_markdown import unranked_text
 from pipelines.report.verdicts import agreeing_digits
 
 ENCODING = ("encoding", "encoding", "")
@@ -245,9 +246,11 @@ def friedman_tables(summary: dict, across_domains: bool = True) -> list[dict]:
     for name, outcome in summary["friedman"].items():
         if name == "domains" and not across_domains:
             continue
+        unranked = summary.get("domains_not_ranked") if name == "domains" else None  # absent from older studies
+        unranked = f" {unranked_text(unranked).replace('`', '')}" if unranked else ""
         if "not_run" in outcome:
             why = outcome["not_run"]  # "not run: needs ...", as summary.md words it
-            tables.append({"domain": "", "title": f"Across {name}", "note": f"{why[:1].upper()}{why[1:]}.",
+            tables.append({"domain": "", "title": f"Across {name}", "note": f"{why[:1].upper()}{why[1:]}.{unranked}",
                             "columns": [], "rows": [], "summary": "not run"})  # fmt: skip
             continue
         k, blocks = len(outcome["encodings"]), outcome["blocks"]
@@ -265,6 +268,7 @@ def friedman_tables(summary: dict, across_domains: bool = True) -> list[dict]:
             )
             + "."
         )
+        note += unranked
         ranks = outcome["mean_ranks"]
         rows = [
             _row("", encoding, {"mean_rank": Cell(number_text(rank, 2), rank)})

@@ -92,15 +92,18 @@ def leaderboard_rank_notes(summary: dict) -> list[str]:
 
 def domain_rankings(summary: dict) -> dict[str, dict[str, float]]:
     """Each ranked domain's ranking as the rank columns have it: its own encodings' ranks and those of the encodings
-    bridged into it (a bridged study's rows carry its domain's ranks)."""
+    bridged into it (a bridged study's rows carry its domain's ranks); none of a domain the study does not rank
+    (`domains_not_ranked`: below its design's first look, absent from studies published before it)."""
+    unranked = summary.get("domains_not_ranked") or {}
     rankings = {}
     for name, domain in summary["domains"].items():
-        if domain.get("ranked_with"):
+        if domain.get("ranked_with") or name in unranked:
             continue
         rankings[name] = _ranked(domain["encodings"])
     for encoding, where in bridged_encodings(summary).items():
         for domain, study in where.items():
-            rankings[domain][encoding] = summary["domains"][study]["encodings"][encoding]["rank"]
+            if domain in rankings and study not in unranked:
+                rankings[domain][encoding] = summary["domains"][study]["encodings"][encoding]["rank"]
     return rankings
 
 

@@ -180,4 +180,5 @@ def study_json(study: Study, records: list[dict], extrapolation: list[dict], abo
         "cost": cost_json(study.results),
         "missing_runs": study.missing,
         "domains_without_finished_runs": list(study.unfinished_domains),
+        "domains_not_ranked": study.unranked,
     }

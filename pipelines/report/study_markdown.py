@@ -226,6 +226,8 @@ def _friedman_section(study: Study) -> list[str]:
         "table's.",
         "",
     ]
+    if study.unranked:
+        lines += [unranked_text(study.unranked), ""]
     for name, outcome in study.friedman.items():
         if isinstance(outcome, str):
             lines += [f"**Across {name}**: {outcome}.", ""]
@@ -348,3 +350,8 @@ def _extrapolation_section(study: Study, rows: list[dict]) -> list[str]:
         lines += [title, "", *markdown_table(header, table), ""]
     notes = sorted({(row["encoding"], row["note"]) for row in rows if row["status"] == "n/a"})
     return [*lines, *[f"- n/a for `{encoding}`: {note}" for encoding, note in notes], *([""] if notes else [])]
+
+
+def unranked_text(unranked: dict[str, str]) -> str:
+    """The sentence that names the results no rank takes in (Study.unranked), as summary.md and the page say it."""
+    return "Not ranked: " + "; ".join(f"`{name}` ({why})" for name, why in unranked.items()) + "."
