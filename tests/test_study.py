@@ -637,7 +637,7 @@ def test_a_domain_below_its_designs_first_look_joins_no_cross_domain_rank(tmp_pa
 
     summary = study(tmp_path / "runs", ["jsb", "maestro", "hrg"], tmp_path / "out")
     record = json.loads(summary.with_name("summary.json").read_text())
-    why = "its design's first look is not reached (no pair tested; encodings on unequal seeds)"
+    why = "its design's first look is not reached: no pair tested, encodings on unequal seeds"
     assert record["domains_not_ranked"] == {"hrg": why}
     assert f"Not ranked: `hrg` ({why})." in summary.read_text()
     # the mean rank over jsb and maestro, of all four encodings; the test over those 2 blocks

@@ -176,7 +176,7 @@ def unranked_domains(results: list[DomainResult]) -> dict[str, str]:
     below = {result.domain for result in results if result.below_first_look}
     if all(result.domain in below or result.ranked_with in below for result in results):
         return {}
-    left = dict.fromkeys(below, "its design's first look is not reached (no pair tested; encodings on unequal seeds)")
+    left = dict.fromkeys(below, "its design's first look is not reached: no pair tested, encodings on unequal seeds")
     for result in results:
         if result.ranked_with in below and result.domain not in below:
             left[result.domain] = f"bridged into {result.ranked_with}, which is not ranked yet"
