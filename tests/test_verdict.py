@@ -250,6 +250,7 @@ def test_the_rank_bootstrap_equals_a_plain_loop():
     class Result:  # what rank_uncertainty reads of a DomainResult
         def __init__(self, domain, values, higher, ref):
             self.domain, self.ranked_with = domain, None  # a domain of its own, no bridged study
+            self.below_first_look = False  # past its design's first look (or no design): ranked
             self.metric = Metric("m", "m", "u", higher_is_better=higher, digits=3)
             self.evidence = evidence(np.asarray(values, float)[:, :, None], ("a", "b", "c"), metric=self.metric)
             self.entries = dict.fromkeys(("a", "b", "c"))
@@ -293,6 +294,7 @@ def test_the_rank_bootstrap_of_a_bridged_study_draws_its_own_seed_weights():
     class Result:  # what rank_uncertainty reads of a DomainResult
         def __init__(self, domain, names, values, ranked_with=None):
             self.domain, self.ranked_with, self.ref = domain, ranked_with, "a"
+            self.below_first_look = False  # past its design's first look (or no design): ranked
             self.metric = NLL
             self.evidence = evidence(np.asarray(values, float)[:, :, None], names)
             self.entries = dict.fromkeys(names)
