@@ -331,13 +331,13 @@ def settle_looks(args: argparse.Namespace, studies: list[PublishedStudy], overri
     for look in itertools.count(1):
         result = analyse_domain(domain, chosen_runs(runs, selection, design.ref), None, design)
         family = result.verdicts.family
-        jobs = next_jobs(domain, result, preset, runs_root, overrides)
         if family.looks:
             print(f"look {len(family.looks)} of {len(design.looks)}:", flush=True)
             print("\n".join(verdict_lines(result)), flush=True)
         else:  # a published slice of the first look: nothing to test yet
             seeds = design.look_seeds(0)
             print(f"below the design's first look (seeds {', '.join(map(str, seeds))}): no verdict yet", flush=True)
+        jobs = next_jobs(domain, result, preset, runs_root, overrides)
         check_joinable(jobs, studies)
         if args.plan:
             return print_plan(result, jobs, runs)

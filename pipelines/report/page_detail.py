@@ -246,8 +246,8 @@ def friedman_tables(summary: dict, across_domains: bool = True) -> list[dict]:
     for name, outcome in summary["friedman"].items():
         if name == "domains" and not across_domains:
             continue
-        unranked = summary.get("domains_not_ranked") if name == "domains" else None  # absent from older studies
-        unranked = f" {unranked_text(unranked).replace('`', '')}" if unranked else ""
+        left_out = summary.get("domains_not_ranked") if name == "domains" else None  # absent from older studies
+        unranked = f" {unranked_text(left_out).replace('`', '')}" if left_out else ""
         if "not_run" in outcome:
             why = outcome["not_run"]  # "not run: needs ...", as summary.md words it
             tables.append({"domain": "", "title": f"Across {name}", "note": f"{why[:1].upper()}{why[1:]}.{unranked}",
