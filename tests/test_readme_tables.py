@@ -5,10 +5,12 @@ hand-built summary (the order, the cells, a bridged study's column, the verdict 
 from __future__ import annotations
 
 import json
+import math
 
+import numpy as np
 import pytest
 
-from pipelines.report.readme_tables import across_domains_table, main, render_tables, verdicts_table
+from pipelines.report.readme_tables import across_domains_table, friedman_table, main, render_tables, verdicts_table
 from tests.sample_fixtures import REPO
 
 
@@ -124,6 +126,81 @@ def test_a_domains_verdict_table_orders_by_rank_and_words_each_verdict_as_the_an
         "| stopped for futility (look 1) |",
         "| 4 | `nope` | 2.1000 | 10 | +1.3000 [+1.2000, +1.4000] (98.8%) | 0.67 [0.09, 0.99] | 0.0123 | 0.5 "
         "| inconclusive at the cap (look 4) |",
+    ]
+
+
+def _nemenyi_q(k: int, alpha: float = 0.05) -> float:
+    """The studentized range's 1 - alpha quantile at infinite df over sqrt 2, by its integral
+    P(range <= q) = k ∫ φ(z) (Φ(z + q) - Φ(z))^(k-1) dz on a grid and bisection (not the suite's computation)."""
+    from scipy.special import ndtr
+
+    z = np.linspace(-9.0, 9.0, 20001)
+    phi = np.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+
+    def below(q: float) -> float:
+        return float(np.trapezoid(k * phi * (ndtr(z + q) - ndtr(z)) ** (k - 1), z))
+
+    lo, hi = 0.0, 10.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if below(mid) < 1 - alpha else (lo, mid)
+    return lo / math.sqrt(2)
+
+
+def test_the_friedman_table_states_the_tests_the_study_ran_as_an_independent_computation_gives_them():
+    """study-cpu's Friedman table against a computation of its own from the mean ranks summary.json records
+    (Demsar 2006): chi2_F = 12N/(k(k+1)) (sum R^2 - k(k+1)^2/4), which the study's tie correction can only raise;
+    p, F_F = (N-1) chi2_F / (N(k-1) - chi2_F) and its p from the recorded chi2_F; CD = q_0.05 sqrt(k(k+1)/(6N));
+    the separated pairs those that share no group of the study's own not-separated list."""
+    from scipy.stats import chi2 as chi2_dist
+    from scipy.stats import f as f_dist
+
+    summary = json.loads((REPO / "docs" / "results" / "study-cpu" / "summary.json").read_text())
+    rows = [line.split(" | ") for line in friedman_table(summary)[2:]]
+    tested = {name: record for name, record in summary["friedman"].items() if "not_run" not in record}
+    assert tested and len(rows) == len(summary["friedman"])
+    for name, record in tested.items():
+        (row,) = [row for row in rows if row[0] == f"| {name}"]
+        ranks, n, chi2 = record["mean_ranks"], len(record["blocks"]), record["chi2"]
+        k = len(ranks)
+        untied = 12 * n / (k * (k + 1)) * (sum(r * r for r in ranks.values()) - k * (k + 1) ** 2 / 4)
+        assert untied - 1e-9 <= chi2 <= untied * 1.05, (name, untied, chi2)
+        f = (n - 1) * chi2 / (n * (k - 1) - chi2)
+        assert row[2] == str(k)
+        assert row[3] == f"{chi2:.2f} ({k - 1}), {chi2_dist.sf(chi2, k - 1):.3g}"
+        assert row[4] == f"{f:.2f} ({k - 1}, {(k - 1) * (n - 1)}), {f_dist.sf(f, k - 1, (k - 1) * (n - 1)):.3g}"
+        assert row[5] == f"{_nemenyi_q(k) * math.sqrt(k * (k + 1) / (6 * n)):.2f}"
+        assert row[6].startswith(f"{max(ranks.values()) - min(ranks.values()):.2f} (")
+        apart = [
+            (a, b)
+            for a in ranks
+            for b in ranks
+            if ranks[a] < ranks[b] and not any(a in group and b in group for group in record["not_separated"])
+        ]
+        stated = row[7].removesuffix(" |")
+        assert stated == "none" if not apart else len(stated.split("; ")) == len(apart)
+        for a, b in apart:
+            assert f"`{a}` ahead of `{b}`" in stated
+
+
+def test_a_hand_built_friedman_record_renders_its_hand_computed_figures():
+    # 4 blocks, 3 encodings ranked 1, 2, 3 in every block: chi2_F = 12*4/(3*4) * (1 + 4 + 9 - 3*16/4) = 8
+    record = {
+        "blocks": ["a", "b", "c", "d"],
+        "encodings": ["x", "y", "z"],
+        "mean_ranks": {"x": 1.0, "y": 2.0, "z": 3.0},
+        "chi2": 8.0,
+        "p": 0.0183,
+        "iman_davenport_f": math.inf,
+        "p_f": 0.0,
+        "cd": 1.66,
+        "not_separated": [["x", "y"], ["y", "z"]],
+    }
+    summary = {"friedman": {"domains": record, "synthetic tasks": {"not_run": "fewer than 2 tasks"}}}
+    assert friedman_table(summary)[2:] == [
+        "| domains | a, b, c, d (4) | 3 | 8.00 (2), 0.0183 | inf (2, 6), 0 | 1.66 | 2.00 (`x` to `z`) "
+        "| `x` ahead of `z` |",
+        "| synthetic tasks | fewer than 2 tasks |  |  |  |  |  |  |",
     ]
 
 

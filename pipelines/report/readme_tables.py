@@ -5,6 +5,7 @@ A table in a markdown file is rendered where a marker line stands right above it
     <!-- table: across docs/results/study-cpu -->              the table across domains of a compared study
     <!-- table: verdicts docs/results/maestro-confirm maestro -->   one domain's verdicts against its reference
     <!-- table: paper-claims docs/results/study-cpu -->        paper 000's Figure 3 and 4 claims against the study
+    <!-- table: friedman docs/results/study-cpu -->            its Friedman tests and Nemenyi critical differences
 
 `python -m pipelines.report.readme_tables README.md` says which marked tables differ from what their study renders
 (exit 1), `--write` renders them in place (the file replaced whole, never half-written); tests/test_readme_tables.py
@@ -30,7 +31,7 @@ from pipelines.report.verdicts import AT_THE_CAP
 
 DECIDED = ("better", "worse", "equivalent")  # bold in a table: the verdicts that settle a pair
 ABSENT = "—"
-MARKER = re.compile(r"^<!-- table: (across|verdicts|paper-claims) (\S+)(?: (\S+))? -->$")
+MARKER = re.compile(r"^<!-- table: (across|verdicts|paper-claims|friedman) (\S+)(?: (\S+))? -->$")
 
 
 def readers_name(domain: str) -> str:
@@ -132,6 +133,44 @@ def across_domains_table(summary: dict) -> list[str]:
     return markdown_table(header, rows)
 
 
+# ------------------------------------------------------------------------------------------- Friedman
+
+
+def friedman_table(summary: dict) -> list[str]:
+    """A row per Friedman test of a compared study (across the domains; across a domain's tasks): its blocks, the
+    encodings ranked in every block, chi2_F and the Iman-Davenport F with their p, the Nemenyi critical difference,
+    the widest gap between two mean ranks and the pairs whose gap reaches the critical difference. A test not run
+    says why."""
+    header = ["across", "blocks (N)", "encodings (k)", "chi2_F (df), p", "Iman-Davenport F (df), p"]
+    header += ["Nemenyi CD at 0.05", "widest gap in mean rank", "pairs the CD separates"]
+    rows = []
+    for name, record in summary["friedman"].items():
+        if "not_run" in record:
+            rows.append([name, record["not_run"], *[""] * (len(header) - 2)])
+            continue
+        n, k, ranks = len(record["blocks"]), len(record["encodings"]), record["mean_ranks"]
+        by_rank = sorted(ranks, key=lambda enc: (ranks[enc], enc))
+        separated = [
+            f"`{a}` ahead of `{b}`"
+            for i, a in enumerate(by_rank)
+            for b in by_rank[i + 1 :]
+            if ranks[b] - ranks[a] >= record["cd"]
+        ]
+        rows.append(
+            [
+                name,
+                f"{', '.join(record['blocks'])} ({n})",
+                str(k),
+                f"{record['chi2']:.2f} ({k - 1}), {record['p']:.3g}",
+                f"{record['iman_davenport_f']:.2f} ({k - 1}, {(k - 1) * (n - 1)}), {record['p_f']:.3g}",
+                f"{record['cd']:.2f}",
+                f"{ranks[by_rank[-1]] - ranks[by_rank[0]]:.2f} (`{by_rank[0]}` to `{by_rank[-1]}`)",
+                "; ".join(separated) or "none",
+            ]
+        )
+    return markdown_table(header, rows)
+
+
 # ------------------------------------------------------------------------------------------- one domain
 
 
@@ -176,6 +215,8 @@ def rendered(kind: str, study: Path, domain: str | None) -> list[str]:
     if kind == "paper-claims":
         header = ["paper 000", "claim", "domain", "at CPU scale", "what the study decides (Δ [interval], verdict)"]
         return markdown_table(header, claims_rows(summary))
+    if kind == "friedman":
+        return friedman_table(summary)
     if domain not in summary["domains"]:
         raise ValueError(f"{path}: no domain {domain!r} (it holds {', '.join(summary['domains'])})")
     return verdicts_table(summary, domain)
