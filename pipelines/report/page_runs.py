@@ -13,7 +13,7 @@ from pipelines.analysis.study import Study
 # many test examples. A page over PAGE_BUDGET is drawn again at each coarser level in turn (RUN_DETAIL_LEVELS).
 TRAINING_POINTS = 400
 RUN_EXAMPLES = 300
-RUN_DETAIL_LEVELS = ((TRAINING_POINTS, RUN_EXAMPLES), (200, 150), (100, 75), (50, 40), (25, 20))
+RUN_DETAIL_LEVELS = ((TRAINING_POINTS, RUN_EXAMPLES), (200, 150), (100, 75), (50, 40), (25, 20), (12, 10), (6, 5))
 LOSS_DIGITS = 4  # significant digits of a training curve's loss on the page: a chart cannot show more
 
 

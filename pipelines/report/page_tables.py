@@ -220,6 +220,8 @@ JOINED_TITLE = (
 TOP_ROWS_ONE_DOMAIN = 5
 TOP_ROWS_FIRST_DOMAIN = 3
 TOP_ROWS_OTHER_DOMAIN = 3
+# a phone's first screen holds the groups of this many domains: past them, the answer would start below it
+PHONE_TOP_DOMAINS = 3
 
 
 def short_word(word: str) -> str:
@@ -231,8 +233,9 @@ def short_word(word: str) -> str:
 def top_of_leaderboard(study: Study, rows: list[dict], summary: dict) -> list[dict]:
     """Per domain, its first leaderboard rows (best first, as the leaderboard lists them) with what a reader needs
     to read their Δ: the reference, the metric (its short name) and which way is better, and how many rows the
-    full table has. On a page of several domains the rows past each other domain's first are marked `more`: a
-    phone's first screen leaves them out (the stylesheet)."""
+    full table has. On a page of several domains the rows past each other domain's first are marked `more`, and the
+    domains past the first PHONE_TOP_DOMAINS `phone_hidden`: a phone's first screen leaves them out (the
+    stylesheet), the answer below lists every domain."""
     short = {result.domain: result.metric.short for result in study.results}
     groups: dict[str, dict] = {}
     for row in rows:
@@ -252,6 +255,7 @@ def top_of_leaderboard(study: Study, rows: list[dict], summary: dict) -> list[di
                 "way": "lower is better" if domain["lower_is_better"] else "higher is better",
                 "shown": shown,
                 "first": not groups,
+                "phone_hidden": len(groups) >= PHONE_TOP_DOMAINS,
                 "count": 0,
                 "rows": [],
             }
