@@ -121,7 +121,9 @@ def across_domains_table(summary: dict) -> list[str]:
     header += [f"mean rank ± SE ({blocks} domains)", "range over resampled seeds; P(rank 1)"]
     with_nll = "mean_rank_nll_domains" in summary
     if with_nll:
-        header.append(f"mean rank, {' and '.join(readers_name(name) for name in nll_domains)} ± SE")
+        names = [readers_name(name) for name in nll_domains]
+        listed = " and ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} and {names[-1]}"
+        header.append(f"mean rank, {listed} ± SE")
     rows = []
     for name in row_order(summary):
         mean = summary["mean_rank"].get(name)
