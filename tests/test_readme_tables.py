@@ -6,11 +6,19 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
 
-from pipelines.report.readme_tables import across_domains_table, friedman_table, main, render_tables, verdicts_table
+from pipelines.report.readme_tables import (
+    across_domains_table,
+    friedman_table,
+    main,
+    render_tables,
+    settled_table,
+    verdicts_table,
+)
 from tests.sample_fixtures import REPO
 
 
@@ -127,6 +135,52 @@ def test_a_domains_verdict_table_orders_by_rank_and_words_each_verdict_as_the_an
         "| 4 | `nope` | 2.1000 | 10 | +1.3000 [+1.2000, +1.4000] (98.8%) | 0.67 [0.09, 0.99] | 0.0123 | 0.5 "
         "| inconclusive at the cap (look 4) |",
     ]
+
+
+def test_a_hand_built_summary_settles_each_pair_in_its_column_the_most_different_first():
+    domain = _verdict_domain()
+    domain["verdict_design"]["encodings"] = ["irope", "nope", "lerope"]
+    domain["encodings"]["fox"] = {**domain["encodings"]["lerope"], "delta": -0.003, "verdict": "stopped"}
+    domain["encodings"]["xpos"] = {**domain["encodings"]["irope"], "delta": -0.2, "verdict_look": 2}
+    for name, sd in (("irope", 0.02), ("nope", 0.5), ("lerope", 0.01), ("fox", 0.04), ("xpos", 0.03)):
+        domain["encodings"][name]["seed_sd"] = sd
+    domain.update(status="look 2 of 4", next_runs=["rope10k/seed13", "nope/seed13"], tasks=None)
+    summary = {"domains": {"jsb": domain}, "cost": {"domains": {"jsb": {"core_hours": 1.25, "runs": 17}}}}
+    assert settled_table(summary)[2] == (
+        "| JSB | look 2 of 4, reference `rope10k` | `xpos` (joined) -0.200 (look 2), `irope` -0.100 (look 1) | none "
+        "| none | `fox` (joined) -0.003 (look 1), `lerope` +0.001 (look 1) | `nope` | 0.030 | 1.2 (17) | 2 runs |"
+    )  # the median of 0.01, 0.02, 0.03, 0.04, 0.5; 1.25 core-hours to one decimal as Python rounds it (1.2)
+
+
+def test_the_settled_table_names_each_domains_pairs_as_the_studys_answer_lists_them():
+    """The answer (pipelines.report.answer, from the looks' pair verdicts) and the table (from the per-encoding records)
+    are written by separate code: per domain they name the same encodings per verdict, the same cost and next runs."""
+    summary = json.loads((REPO / "docs" / "results" / "study-cpu" / "summary.json").read_text())
+    rows = settled_table(summary)[2:]
+    lines = {"better": "- better than", "worse": "- worse:", "equivalent": "- equivalent", "stopped": "- stopped"}
+    for row, (name, entry) in zip(rows, summary["domains"].items(), strict=True):
+        cells = row.split(" | ")
+        answer = entry["answer"].splitlines()
+        for column, (verdict, start) in enumerate(lines.items(), start=2):
+            said = next((line for line in answer if line.startswith(start)), "")
+            said = said.split(":", 1)[-1] if said else ""
+            assert set(re.findall(r"`(\w+)`", said)) - {entry["reference"]} == set(
+                re.findall(r"`(\w+)`", cells[column])
+            ), (
+                name,
+                verdict,
+            )
+        # open: the answer names the design's open pairs (a joined family's by count), the table every open pair
+        said = next((line for line in answer if line.startswith(("- open:", "- inconclusive at"))), "")
+        said = set(re.findall(r"`(\w+)`", said.split(":", 1)[-1])) if said else set()
+        named = set(re.findall(r"`(\w+)`", cells[6]))
+        counted = re.fullmatch(r"(\d+) of \d+", cells[6])
+        assert said <= named if named else int(counted.group(1)) >= len(said) if counted else not said, name
+        spent = next(line for line in answer if line.startswith("- spent"))
+        hours, runs = re.search(r"spent ([\d.]+) core-hours on (\d+) trained runs", spent).groups()
+        assert cells[-2] == f"{hours} ({runs})", name
+        needs = next((line for line in answer if "next look needs" in line), "")
+        assert cells[-1].startswith(re.search(r"needs (\d+ runs)", needs).group(1) if needs else "nothing"), name
 
 
 def _nemenyi_q(k: int, alpha: float = 0.05) -> float:

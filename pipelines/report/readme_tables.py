@@ -6,6 +6,7 @@ A table in a markdown file is rendered where a marker line stands right above it
     <!-- table: verdicts docs/results/maestro-confirm maestro -->   one domain's verdicts against its reference
     <!-- table: paper-claims docs/results/study-cpu -->        paper 000's Figure 3 and 4 claims against the study
     <!-- table: friedman docs/results/study-cpu -->            its Friedman tests and Nemenyi critical differences
+    <!-- table: settled docs/results/study-cpu -->             per domain: where its design stands, what it decided
 
 `python -m pipelines.report.readme_tables README.md` says which marked tables differ from what their study renders
 (exit 1), `--write` renders them in place (the file replaced whole, never half-written); tests/test_readme_tables.py
@@ -31,7 +32,7 @@ from pipelines.report.verdicts import AT_THE_CAP
 
 DECIDED = ("better", "worse", "equivalent")  # bold in a table: the verdicts that settle a pair
 ABSENT = "—"
-MARKER = re.compile(r"^<!-- table: (across|verdicts|paper-claims|friedman) (\S+)(?: (\S+))? -->$")
+MARKER = re.compile(r"^<!-- table: (across|verdicts|paper-claims|friedman|settled) (\S+)(?: (\S+))? -->$")
 
 
 def readers_name(domain: str) -> str:
@@ -173,6 +174,80 @@ def friedman_table(summary: dict) -> list[str]:
     return markdown_table(header, rows)
 
 
+# ------------------------------------------------------------------------------------------- what is settled
+
+# the verdict columns of the settled table, in its order, and the words of their headings
+SETTLED_COLUMNS = {
+    "better": "better than {ref} (Δ, look)",
+    "worse": "worse (Δ, look)",
+    "equivalent": "equivalent (Δ, look)",
+    "stopped": "stopped for futility (Δ, look)",
+    "inconclusive": "open",
+}
+OPEN_NAMED_UP_TO = 12  # past this many open pairs the cell gives their count, not their names
+
+
+def settled_cell(entry: dict, verdict: str) -> str:
+    """The encodings of one verdict in a domain, the most different first: `name` Δ (look k); open pairs by name
+    (a count past OPEN_NAMED_UP_TO); an encoding outside the design, tested in a family of its own, `(joined)`."""
+    records = [
+        (name, record)
+        for name, record in entry["encodings"].items()
+        if name != entry["reference"] and record["verdict"] == verdict
+    ]
+    design = (entry.get("verdict_design") or {}).get("encodings")
+
+    def named(name: str) -> str:
+        return f"`{name}`" + (" (joined)" if design is not None and name not in design else "")
+
+    if verdict == "inconclusive":
+        if len(records) > OPEN_NAMED_UP_TO:
+            return f"{len(records)} of {len(entry['encodings']) - 1}"
+        return ", ".join(named(name) for name, _ in sorted(records)) or "none"
+    ordered = sorted(records, key=lambda item: (-abs(item[1]["delta"]), item[0]))
+    cells = [f"{named(name)} {record['delta']:+.3f} (look {record['verdict_look']})" for name, record in ordered]
+    return ", ".join(cells) or "none"
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def settled_table(summary: dict) -> list[str]:
+    """A row per domain of a compared study (a bridged study its own row): where its design stands, its pairs with
+    the reference by verdict (decided, stopped, open), the median seed SD of a paired Δ, what it cost and what its
+    next look trains, each as the study recorded it."""
+    header = ["domain", "where its design stands", *SETTLED_COLUMNS.values()]
+    header += ["median seed SD of a paired Δ", "core-hours (runs)", "the next look trains"]
+    header[2] = header[2].format(ref="the reference")
+    rows = []
+    for name, entry in summary["domains"].items():
+        bridged = entry.get("ranked_with")
+        where = f"{name} (ranked in {readers_name(bridged)})" if bridged else readers_name(name)
+        sds = [
+            record["seed_sd"]
+            for encoding, record in entry["encodings"].items()
+            if encoding != entry["reference"] and isinstance(record.get("seed_sd"), float)
+        ]
+        cost = summary["cost"]["domains"].get(name)
+        spent = f"{cost['core_hours']:.1f} ({cost['runs']})" if cost else ABSENT
+        pending = len(entry.get("next_runs") or [])
+        tasks = len((entry.get("tasks") or {}).get("chance", {}))
+        if not pending:
+            nxt = "nothing (the design's end)" if "complete" in entry["status"] else "nothing"
+        elif tasks:
+            nxt = f"{pending * tasks} runs ({pending} encoding-seeds x {tasks} tasks)"
+        else:
+            nxt = f"{pending} runs"
+        row = [where, f"{entry['status']}, reference `{entry['reference']}`"]
+        row += [settled_cell(entry, verdict) for verdict in SETTLED_COLUMNS]
+        row += [f"{median(sds):.3f}" if sds else ABSENT, spent, nxt]
+        rows.append(row)
+    return markdown_table(header, rows)
+
+
 # ------------------------------------------------------------------------------------------- one domain
 
 
@@ -219,6 +294,8 @@ def rendered(kind: str, study: Path, domain: str | None) -> list[str]:
         return markdown_table(header, claims_rows(summary))
     if kind == "friedman":
         return friedman_table(summary)
+    if kind == "settled":
+        return settled_table(summary)
     if domain not in summary["domains"]:
         raise ValueError(f"{path}: no domain {domain!r} (it holds {', '.join(summary['domains'])})")
     return verdicts_table(summary, domain)
