@@ -8,6 +8,7 @@ published JSB study's page must show its own summary.json's numbers (a page left
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
@@ -29,7 +30,7 @@ from pipelines.runs.layout import TRAIN_METRICS, RunFolder, RunKey
 from pipelines.runs.metrics import RunFileError
 from pipelines.runs.train_log import read_training_curves
 from tests.browser import browser, inflated, open_page, unpacked, why_no_browser
-from tests.run_fixtures import lm_domain, section, study, write_csv
+from tests.run_fixtures import lm_domain, section, study, write_csv, write_positions
 from tests.test_study import _study_tree
 
 REPO = Path(__file__).resolve().parents[1]
@@ -442,6 +443,46 @@ def test_a_page_over_budget_shows_fewer_examples_per_run_and_fits(tmp_path, monk
     assert len(coarse.encode()) <= len(full.encode()) - 1
     every_third = [{**run, "examples": run["examples"][::3]} for run in _runs_data(full)]
     assert _runs_data(coarse) == every_third and {run["total_examples"] for run in every_third} == {6}
+
+
+def test_a_page_over_budget_at_the_coarsest_run_detail_draws_coarser_position_curves_and_says_so(tmp_path, monkeypatch):
+    """Past the coarsest detail per run, the position curves are binned coarser (CURVE_BIN_LEVELS), each chart's
+    title saying in how many bins; the curve is the token-weighted mean NLL of the binned positions, computed here
+    from the runs' per-position files."""
+    lm_domain(tmp_path / "runs", "jsb", {"darope": X, "nope": X + 0.3})
+    positions = np.arange(1, 301)  # 300 positions a run, each its own NLL: the curve has something to bin
+    for seed in (0, 1, 2):
+        for encoding, shift in (("darope", 0.0), ("nope", 0.3)):
+            nll = 2.0 + shift + 0.001 * seed + np.sin(positions / 7.0) / (1 + positions / 50.0)
+            write_positions(tmp_path / "runs" / "jsb" / encoding / f"seed{seed}", "test", positions, nll)
+    monkeypatch.setattr(study_html, "RUN_DETAIL_LEVELS", ((400, 6),))
+    monkeypatch.setattr(study_html, "CURVE_BIN_LEVELS", (study_html.MAX_CURVE_BINS, 2))
+    study(tmp_path / "runs", None, tmp_path / "full")
+    full = (tmp_path / "full" / INDEX).read_text()
+    monkeypatch.setattr(study_html, "PAGE_BUDGET", len(full.encode()) - 1)
+    study(tmp_path / "runs", None, tmp_path / "coarse")
+    coarse = (tmp_path / "coarse" / INDEX).read_text()
+    assert len(coarse.encode()) < len(full.encode())
+
+    def curves(page: str) -> dict:
+        charts = unpacked(page, "charts-data")
+        return {name: chart for name, chart in charts.items() if name.startswith("positions")}
+
+    assert curves(full) and all("bins" not in " ".join(c["title"]["text"]) for c in curves(full).values())
+    (chart,) = [c for c in curves(coarse).values() if c["title"]["text"][0] == "jsb test"]
+    assert chart["title"]["text"][1] == "NLL by position, in 2 bins (the page's size budget)"
+    data = [chart.get("data", {})] + [layer.get("data", {}) for layer in chart["layer"]]
+    values = [v for d in data for v in d.get("values", []) if "nll" in v]
+    rows = []  # nope's three seeds pooled, as the page pools them
+    for seed in (0, 1, 2):
+        with open(tmp_path / "runs" / "jsb" / "nope" / f"seed{seed}" / "metrics" / "test.per_position.csv") as file:
+            rows += list(csv.DictReader(file))
+    positions = [int(row["position"]) for row in rows]
+    middle = (min(positions) + max(positions) + 1) / 2  # the edge between the two equal-width bins
+    low = [row for row in rows if int(row["position"]) < middle]
+    expected = sum(float(row["nll_sum"]) for row in low) / sum(int(row["tokens"]) for row in low)
+    drawn = [v["nll"] for v in values if v["encoding"] == "nope"]
+    assert len(drawn) == 2 and drawn[0] == pytest.approx(expected, rel=1e-4)
 
 
 def test_a_training_curve_s_loss_is_shown_to_four_significant_digits(tmp_path):

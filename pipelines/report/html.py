@@ -43,6 +43,7 @@ from pipelines.analysis.evidence import commit_label
 from pipelines.analysis.results import bridged_settings_text
 from pipelines.analysis.study import Study
 from pipelines.report.answer import answer_order
+from pipelines.report.figures import MAX_CURVE_BINS
 from pipelines.report.markdown import counted, runs_text
 from pipelines.report.page_charts import (
     SHOWN_BY_DEFAULT,
@@ -73,6 +74,8 @@ INDEX = "index.html"
 # bytes: a page past this is refused. A study's page is committed with it, and a repository takes files of at most
 # 2 MB (the synthetic study's page at full detail, 225 runs, was 2.4 MB: it could not be published)
 PAGE_BUDGET = 2_000_000
+# the position curves' bins, finest first: the figures' own, then coarser where a page cannot fit otherwise
+CURVE_BIN_LEVELS = (MAX_CURVE_BINS, MAX_CURVE_BINS // 2, MAX_CURVE_BINS // 4)
 TEMPLATES = Path(__file__).parent / "templates"
 
 
@@ -396,37 +399,45 @@ def bridge_notes(summary: dict) -> list[dict]:
 def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
     """The page's HTML from the analysed study and its summary.json object; `links`: the study's files by what they
     are (relative paths). A page over PAGE_BUDGET is drawn again with less of each run (RUN_DETAIL_LEVELS: the
-    one-run view says how many examples it shows); PageTooLarge when it exceeds the budget at the coarsest level."""
+    one-run view says how many examples it shows), then with coarser position curves (CURVE_BIN_LEVELS: their
+    titles say so); PageTooLarge when it exceeds the budget at the coarsest of both."""
     names = list(study.order)
     names += sorted({curve.encoding for r in study.results for curve in r.extrapolation} - set(names))
     colours = Colours(names)
-    charts, sections = {}, {"forest": [], "positions": [], "windows": [], "variance": []}
-
-    def add(section: str, domain: str, title, spec: dict | None) -> str | None:
-        """Register a chart of a section; its element's id (None for no chart)."""
-        if spec is None:
-            return None
-        name = f"{section}-{len(charts)}"
-        text = f"{' '.join(title) if isinstance(title, list) else title}: {CHART_TEXT[section]}"
-        charts[name] = {**spec, "description": text}  # Vega's aria-label: the chart's text alternative
-        sections[section].append({"id": name, "domain": domain, "title": title})
-        return name
-
-    for result in study.results:
-        add("forest", result.domain, result.domain, forest_spec(result, summary))
     shown = shown_by_default(summary)
-    curves = position_specs(study, colours, shown)
     windows = window_specs(study, summary, colours, shown)
-    for panel in curves:
-        add("positions", panel["domain"], panel["title"], panel["spec"])
-    for panel in windows:
-        add("windows", panel["domain"], panel["title"], panel["spec"])
-    charted = {name for panel in curves + windows for name in panel["encodings"]}
-    variance = variance_tables(study, summary)
-    for table in variance:
-        table["chart"] = add("variance", table["domain"], table["domain"], table["chart"])
-    run_charts = run_specs()
-    charts.update({f"run-{name}": {**spec, "description": RUN_CHART_TEXT[name]} for name, spec in run_charts.items()})
+
+    def charts_at(bins: int) -> tuple[dict, dict, list[dict], set[str]]:
+        """The page's charts with position curves of at most `bins` bins: (charts by id, the sections' charts, the
+        variance tables with their charts, the encodings any curve draws)."""
+        charts, sections = {}, {"forest": [], "positions": [], "windows": [], "variance": []}
+
+        def add(section: str, domain: str, title, spec: dict | None) -> str | None:
+            """Register a chart of a section; its element's id (None for no chart)."""
+            if spec is None:
+                return None
+            name = f"{section}-{len(charts)}"
+            text = f"{' '.join(title) if isinstance(title, list) else title}: {CHART_TEXT[section]}"
+            charts[name] = {**spec, "description": text}  # Vega's aria-label: the chart's text alternative
+            sections[section].append({"id": name, "domain": domain, "title": title})
+            return name
+
+        for result in study.results:
+            add("forest", result.domain, result.domain, forest_spec(result, summary))
+        curves = position_specs(study, colours, shown, bins)
+        for panel in curves:
+            add("positions", panel["domain"], panel["title"], panel["spec"])
+        for panel in windows:
+            add("windows", panel["domain"], panel["title"], panel["spec"])
+        variance = variance_tables(study, summary)
+        for table in variance:
+            table["chart"] = add("variance", table["domain"], table["domain"], table["chart"])
+        run_charts = run_specs()
+        charts.update(
+            {f"run-{name}": {**spec, "description": RUN_CHART_TEXT[name]} for name, spec in run_charts.items()}
+        )
+        return charts, sections, variance, {name for panel in curves + windows for name in panel["encodings"]}
+
     has_yarn = any(is_derived(name) for name in names)
 
     environment = jinja2.Environment(
@@ -464,36 +475,43 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
         bridges=bridge_notes(summary),
         leaderboard_rank_notes=leaderboard_rank_notes(summary),
         mean_rank_notes=mean_rank_notes(summary),
-        sections=sections,
         looks=looks_tables(study, summary),
         seed_tables=seed_tables(summary),
         extrapolation_tables=extrapolation_tables(summary),
         tasks=task_tables(summary),
         friedman=friedman_tables(summary, across_domains=not one_domain),
-        variance=variance,
         has_yarn=has_yarn,
         shown_count=SHOWN_BY_DEFAULT,
-        curve_picker=[
-            {"name": name, "colour": colours.hex[name], "shown": name in shown} for name in names if name in charted
-        ],
-        charts_data=_packed_json(charts),
         style=(TEMPLATES / "study.css").read_text(),
         script=(TEMPLATES / "study.js").read_text(),
         vega=packed_vega_bundle(),
     )
-    for detail in RUN_DETAIL_LEVELS:
-        runs = run_records(study, detail)
-        page = template.render(
-            **fixed,
-            header=header_facts(study, summary, runs),
-            run_groups=run_groups(runs),
-            first_run=first_run(study, runs),
-            runs_data=_packed_json(runs),
+    # the finest detail that fits: the figures' position curves first, each level of detail per run in turn, then
+    # coarser curves (CURVE_BIN_LEVELS) through the levels per run again
+    for bins in CURVE_BIN_LEVELS:
+        charts, sections, variance, charted = charts_at(bins)
+        drawn = dict(
+            sections=sections,
+            variance=variance,
+            curve_picker=[
+                {"name": name, "colour": colours.hex[name], "shown": name in shown} for name in names if name in charted
+            ],
+            charts_data=_packed_json(charts),
         )
-        size = len(page.encode())
-        if size <= PAGE_BUDGET:
-            return page
+        for detail in RUN_DETAIL_LEVELS:
+            runs = run_records(study, detail)
+            page = template.render(
+                **fixed,
+                **drawn,
+                header=header_facts(study, summary, runs),
+                run_groups=run_groups(runs),
+                first_run=first_run(study, runs),
+                runs_data=_packed_json(runs),
+            )
+            size = len(page.encode())
+            if size <= PAGE_BUDGET:
+                return page
     raise PageTooLarge(
         f"{INDEX}: {size / 2**20:.2f} MiB, over the page budget of {PAGE_BUDGET:,} bytes even at the coarsest "
-        f"detail per run ({detail[0]} training points, {detail[1]} examples)"
+        f"detail per run ({detail[0]} training points, {detail[1]} examples) and position curves of {bins} bins"
     )

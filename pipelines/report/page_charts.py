@@ -12,7 +12,7 @@ from matplotlib.colors import to_hex
 
 from pipelines.analysis.results import DomainResult
 from pipelines.analysis.study import Study
-from pipelines.report.figures import binned_curve, encoding_colours
+from pipelines.report.figures import MAX_CURVE_BINS, binned_curve, encoding_colours
 from pipelines.report.page_tables import group_label, plain_label
 from pipelines.runs.layout import is_derived
 
@@ -241,13 +241,16 @@ def _yarn_param() -> alt.Parameter:
     return alt.param(name="show_yarn", value=True)  # the page's "YaRN rows" checkbox sets it in every view
 
 
-def position_specs(study: Study, colours: Colours, shown: list[str]) -> list[dict]:
+def position_specs(study: Study, colours: Colours, shown: list[str], bins: int = MAX_CURVE_BINS) -> list[dict]:
     """NLL by position, one panel per domain's test split and per (group, split) scored past the training length:
-    the curves the PNG figures draw (binned_curve), seeds pooled; YaRN rows togglable, encodings by the legend."""
+    the curves the PNG figures draw (binned_curve), seeds pooled; YaRN rows togglable, encodings by the legend.
+    `bins`: at most this many position bins a curve (fewer than the figures' only where the page's budget needs it,
+    which the title then says)."""
+    coarser = f", in {bins} bins (the page's size budget)" if bins < MAX_CURVE_BINS else ""
     panels = []
     for result in study.results:
         if result.position_curves:
-            title = [f"{result.domain} test", "NLL by position"]
+            title = [f"{result.domain} test", f"NLL by position{coarser}"]
             panels.append((result.domain, title, None, result.position_curves.items()))
         groups: dict[tuple[str, str], list] = {}
         for curve in result.extrapolation:
@@ -255,13 +258,16 @@ def position_specs(study: Study, colours: Colours, shown: list[str]) -> list[dic
                 groups.setdefault((curve.group, curve.split), []).append(curve)
         for (group, split), curves in groups.items():
             where = group_label(result.domain, group)
-            title = [f"{where} {split}", f"NLL by position (L = {curves[0].context}, window {curves[0].length})"]
+            title = [
+                f"{where} {split}",
+                f"NLL by position (L = {curves[0].context}, window {curves[0].length}){coarser}",
+            ]
             panels.append((result.domain, title, curves[0].context, [(c.encoding, c.by_position) for c in curves]))
     specs = []
     for domain, title, context, curves in panels:
         values = []
         for encoding, by_position in curves:
-            x, y = binned_curve(*by_position)
+            x, y = binned_curve(*by_position, bins=bins)
             derived = is_derived(encoding)
             values += [
                 {"encoding": encoding, "position": _shown(p), "nll": _shown(v), "yarn": derived}
