@@ -245,12 +245,12 @@ def position_specs(study: Study, colours: Colours, shown: list[str], bins: int =
     """NLL by position, one panel per domain's test split and per (group, split) scored past the training length:
     the curves the PNG figures draw (binned_curve), seeds pooled; YaRN rows togglable, encodings by the legend.
     `bins`: at most this many position bins a curve (fewer than the figures' only where the page's budget needs it,
-    which the title then says)."""
-    coarser = f", in {bins} bins (the page's size budget)" if bins < MAX_CURVE_BINS else ""
+    which a third title line then says)."""
+    coarser = [f"in {bins} bins of positions (the page's size budget)"] if bins < MAX_CURVE_BINS else []
     panels = []
     for result in study.results:
         if result.position_curves:
-            title = [f"{result.domain} test", f"NLL by position{coarser}"]
+            title = [f"{result.domain} test", "NLL by position", *coarser]
             panels.append((result.domain, title, None, result.position_curves.items()))
         groups: dict[tuple[str, str], list] = {}
         for curve in result.extrapolation:
@@ -260,7 +260,8 @@ def position_specs(study: Study, colours: Colours, shown: list[str], bins: int =
             where = group_label(result.domain, group)
             title = [
                 f"{where} {split}",
-                f"NLL by position (L = {curves[0].context}, window {curves[0].length}){coarser}",
+                f"NLL by position (L = {curves[0].context}, window {curves[0].length})",
+                *coarser,
             ]
             panels.append((result.domain, title, curves[0].context, [(c.encoding, c.by_position) for c in curves]))
     specs = []
