@@ -178,7 +178,7 @@ def friedman_table(summary: dict) -> list[str]:
 
 # the verdict columns of the settled table, in its order, and the words of their headings
 SETTLED_COLUMNS = {
-    "better": "better than {ref} (Δ, look)",
+    "better": "better than the reference (Δ, look)",
     "worse": "worse (Δ, look)",
     "equivalent": "equivalent (Δ, look)",
     "stopped": "stopped for futility (Δ, look)",
@@ -221,7 +221,6 @@ def settled_table(summary: dict) -> list[str]:
     next look trains, each as the study recorded it."""
     header = ["domain", "where its design stands", *SETTLED_COLUMNS.values()]
     header += ["median seed SD of a paired Δ", "core-hours (runs)", "the next look trains"]
-    header[2] = header[2].format(ref="the reference")
     rows = []
     for name, entry in summary["domains"].items():
         bridged = entry.get("ranked_with")
