@@ -75,9 +75,10 @@ compare: $(ENV_STAMP) ## Compare the runs: results/summary.md (+ csv, json, figu
 	$(PY) -m pipelines.compare --domains $(DOMAINS) --runs runs --out results $(if $(REF),--ref $(REF)) \
 		$(if $(filter 1,$(STRICT)),--strict) $(if $(WITH),--with $(WITH)) $(if $(BRIDGE),--bridge $(BRIDGE))
 
-settle: $(ENV_STAMP) ## Train the seeds a domain's verdicts need, group-sequentially (DOMAIN, MAX_SEEDS, PLAN=1: print only, RECORD=1: record the look, train nothing)
+settle: $(ENV_STAMP) ## Train the seeds a domain's verdicts need, group-sequentially (DOMAIN, MAX_SEEDS, PLAN=1: print only, RECORD=1: record the look, train nothing, THROUGH_LOOK=k: stop once look k is recorded)
 	$(PY) -m pipelines.settle --domain $(DOMAIN) $(if $(WITH),--with $(WITH)) --max-seeds $(MAX_SEEDS) \
-		$(if $(filter 1,$(PLAN)),--plan) $(if $(filter 1,$(RECORD)),--record) $(ARGS)
+		$(if $(filter 1,$(PLAN)),--plan) $(if $(filter 1,$(RECORD)),--record) \
+		$(if $(THROUGH_LOOK),--through-look $(THROUGH_LOOK)) $(ARGS)
 
 publish: $(ENV_STAMP) ## Write the runs' evidence, report and page into a study folder others can join (DOMAINS=jsb STUDY=docs/results/...; ARGS=--replace)
 	$(PY) -m pipelines.publish --runs runs --domains $(DOMAINS) --out $(STUDY) $(if $(WITH),--with $(WITH)) $(ARGS)

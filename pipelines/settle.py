@@ -357,6 +357,12 @@ def settle_looks(args: argparse.Namespace, studies: list[PublishedStudy], overri
                 else f"{domain}: the design's last look is reached; still inconclusive: {', '.join(open_pairs)}"
             )
             return 0
+        if args.through_look is not None and len(family.looks) >= args.through_look:
+            print(
+                f"{domain}: look {len(family.looks)} recorded, as far as --through-look {args.through_look} goes; the "
+                f"next look needs {len(jobs)} runs (the same command without --through-look trains them)"
+            )
+            return 0
         print(f"training {len(jobs)} runs for look {len(family.looks) + 1}", flush=True)
         if not train(args, longest_first(jobs, runs)):
             return 1
@@ -457,6 +463,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="CPU threads per run (default: cores / jobs); two studies sharing a machine give it so that their runs' "
         "threads add up to its cores (more threads than cores stall each other at every parallel region)",
+    )
+    parser.add_argument(
+        "--through-look",
+        type=whole_number(1),
+        default=None,
+        help="train no look past this one: stop once it is recorded (the design unchanged; the same command without "
+        "it continues), so that another study can take the machine by expected decided pairs per core-hour",
     )
     stop = parser.add_mutually_exclusive_group()
     stop.add_argument("--plan", action="store_true", help="print the verdicts and the next runs; train nothing")

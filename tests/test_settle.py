@@ -171,6 +171,31 @@ def test_record_fixes_the_design_and_records_the_look_and_a_later_settle_continu
     assert len(later["looks"]) >= 2
 
 
+def test_through_look_trains_up_to_that_look_records_it_and_stops_and_a_later_settle_goes_on(
+    tmp_path, monkeypatch, capsys
+):
+    """--through-look 2: look 2's runs trained (and only they), looks 1 and 2 recorded with the runs look 3 needs,
+    then the command stops; the same command without it continues the design from look 3."""
+    root = tmp_path / "runs"
+    fabricated_study(root)
+    trained = []
+    monkeypatch.setattr(settle_module, "run_local", fake_training(root, trained))
+    command = [*LEGACY, "--domain", "jsb", "--runs", str(root), "--ref", "darope"]
+    assert settle_module.main([*command, "--through-look", "2"]) == 0
+    assert trained == ["jsb/darope/seed3", "jsb/darope/seed4", "jsb/rope10k/seed3", "jsb/rope10k/seed4"]
+    record = json.loads((root / "jsb" / "settle.json").read_text())
+    assert [look["look"] for look in record["looks"]] == [1, 2]
+    assert record["next_runs"] == [f"{pe}/seed{seed}" for pe in ("darope", "rope10k") for seed in (5, 6, 7)]
+    out = capsys.readouterr().out
+    assert "jsb: look 2 recorded, as far as --through-look 2 goes; the next look needs 6 runs" in out
+    assert settle_module.main([*command, "--through-look", "2"]) == 0 and len(trained) == 4  # already there
+    assert settle_module.main(command) == 0
+    assert trained[4:10] == [f"jsb/{pe}/seed{seed}" for pe in ("darope", "rope10k") for seed in (5, 6, 7)]
+    assert json.loads((root / "jsb" / "settle.json").read_text())["looks"][:2] == record["looks"]
+    with pytest.raises(SystemExit):
+        settle_module.main([*command, "--through-look", "0"])
+
+
 def test_without_ref_the_design_takes_the_specs_default_never_the_best(tmp_path, capsys):
     """No --ref: the design's reference is rope10k (SPEC 3), recorded as the default, although darope scores best
     here; without a rope10k run the design is refused by name rather than choosing from the scores."""
