@@ -405,11 +405,13 @@ def print_expected(result: DomainResult, seconds: float) -> None:
 def print_priced(jobs: list[Job], runs: list[LoadedRun]) -> float:
     """Each run to train with the time it should take, and the total (returned, in seconds of one core), priced from
     the finished runs (their CPU seconds, on this CPU's kind where they have them: pipelines.launch.costs)."""
-    total, used, kind, on_kind = 0.0, collections.Counter(), this_cpu_kind(), 0
+    total, used, kind, on_kind, scales = 0.0, collections.Counter(), this_cpu_kind(), 0, collections.Counter()
     for job in jobs:
-        seconds, measure, same_kind = estimated_seconds(runs, job.key.encoding, kind)
+        seconds, measure, same_kind, scale = estimated_seconds(runs, job.key.encoding, kind)
         total += seconds or 0.0
         on_kind += same_kind
+        if scale is not None:
+            scales[scale] += 1
         if measure is not None:
             used[measure] += 1
         start_up = "" if measure is None or measure.with_start_up else " and its start-up"
@@ -422,6 +424,11 @@ def print_priced(jobs: list[Job], runs: list[LoadedRun]) -> float:
     elsewhere = sum(1 for _ in used.elements()) - on_kind
     print(f"plan: priced from runs on this CPU's kind, {kind_name(kind)}, for {on_kind} of the {len(jobs)} runs"
           + (f"; {elsewhere} from runs on other or unrecorded CPU kinds" if elsewhere else ""))  # fmt: skip
+    for scale, count in scales.items():
+        print(
+            f"plan: {count} of those scaled by x{scale.factor:.2f}, this kind's time over theirs (the median ratio "
+            f"over the {scale.encodings} encoding{'s' if scale.encodings != 1 else ''} with finished runs on both)"
+        )
     return total
 
 

@@ -590,15 +590,18 @@ def test_plan_prices_a_run_by_its_cpu_seconds_per_thread_where_recorded(tmp_path
     "here, darope, rope10k, on_kind",
     [
         (("CPU A", ("avx2", "fma")), "about 4 s", "about 8 s", 4),  # both encodings' runs on this kind: theirs
-        (("CPU B", ("avx512f",)), "about 31 s", "about 8 s", 2),  # rope10k has no run of this kind: any kind's
+        # rope10k has no run of this kind: its runs on CPU A (8 s) scaled by the others' ratio, 31 s here over 4 s
+        (("CPU B", ("avx512f",)), "about 31 s", "about 1.0 min", 2),  # 62 s
         (("CPU C", ()), "about 4 s", "about 8 s", 0),  # no run of this kind: the median of every kind's
     ],
 )
 def test_plan_prices_a_run_from_runs_on_a_cpu_of_its_kind(tmp_path, capsys, monkeypatch, here, darope, rope10k,
                                                           on_kind):  # fmt: skip
-    """darope's seeds 0 and 1 ran on CPU A (3 s of training CPU, 1 s scoring), its seed 2 on CPU B (30 s); every
-    rope10k run on CPU A (7 s): the plan prices from the runs of this CPU's kind where the encoding has some, and
-    says for how many runs it did."""
+    """darope's seeds 0 and 1 ran on CPU A (3 s of training CPU, 1 s scoring), its seed 2 on CPU B (30 s), as the
+    other encodings' but rope10k's; every rope10k run on CPU A (7 s): the plan prices from the runs of this CPU's
+    kind where the encoding has some, and says for how many runs it did; from the other kinds' runs, scaled by this
+    kind's time over theirs where some encoding ran on both (darope, hope, nope and prope: 31 s over 4 s on CPU B),
+    and says by how much."""
     fabricated_study(tmp_path / "runs")
     for run in (tmp_path / "runs").glob("jsb/*/seed*"):
         kind, seconds = (("CPU B", ["avx512f"]), 30.0) if run.name == "seed2" else (("CPU A", ["avx2", "fma"]), 3.0)
@@ -623,6 +626,8 @@ def test_plan_prices_a_run_from_runs_on_a_cpu_of_its_kind(tmp_path, capsys, monk
     assert f"plan: priced from runs on this CPU's kind, {here[0]} ({flags}), for {on_kind} of the 4 runs" in out
     if on_kind < 4:
         assert f"; {4 - on_kind} from runs on other or unrecorded CPU kinds" in out
+    scaled = "plan: 2 of those scaled by x7.75, this kind's time over theirs (the median ratio over the 4 encodings "
+    assert (scaled in out) == (here[0] == "CPU B"), out  # CPU C: no encoding ran on it, nothing to scale by
 
 
 def test_a_stopped_pair_carries_each_later_looks_holm_p_not_its_first(tmp_path, monkeypatch):

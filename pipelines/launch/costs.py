@@ -81,29 +81,59 @@ MEASURES = (
 )  # fmt: skip
 
 
+class KindScale(NamedTuple):
+    """How much longer a run takes on one CPU kind than on the others: the median over `encodings` (those with
+    finished runs on both) of the ratio of their median times by one measure."""
+
+    factor: float
+    encodings: int
+
+
 class Estimate(NamedTuple):
-    """A run's expected time: the median of some finished runs by one of MEASURES, and whether those ran on the CPU
-    kind asked for."""
+    """A run's expected time: the median of some finished runs by one of MEASURES, whether those ran on the CPU kind
+    asked for, and the factor their median was scaled by where they did not (kind_scale; None: not scaled)."""
 
     seconds: float | None
     measure: Measure | None
     same_kind: bool
+    scale: KindScale | None = None
+
+
+def kind_scale(runs: list[LoadedRun], kind: CpuKind, measure: Measure) -> KindScale | None:
+    """This CPU kind's time over the other kinds' (and unrecorded ones'), from the encodings that ran on both: per
+    encoding the ratio of its runs' medians by `measure`, then the median of those ratios. None where no encoding
+    ran on both. A run priced from other kinds' runs is scaled by it: the same run's CPU seconds differ between
+    kinds by 2x and more (a MAESTRO run at 4 layers: 610 s on an AMX Xeon, over 1,500 s on an AVX-512 EPYC)."""
+    ratios = []
+    for encoding in sorted({run.encoding for run in runs if run.finished and not run.derived}):
+        here, there = [], []
+        for run in runs:
+            if run.finished and run.encoding == encoding and (seconds := measure.seconds(run)) is not None:
+                (here if cpu_kind(run.manifest.get("machine")) == kind else there).append(seconds)
+        if here and there:
+            ratios.append(statistics.median(here) / statistics.median(there))
+    return KindScale(statistics.median(ratios), len(ratios)) if ratios else None
 
 
 def estimated_seconds(runs: list[LoadedRun], encoding: str, kind: CpuKind | None = None) -> Estimate:
     """The median time of the encoding's finished runs (every encoding's runs where it has none) by the first of
     MEASURES any of them has, from its runs on a CPU of `kind` where they have that figure, else from its runs on
-    any CPU. CPU seconds first: a run's wall time counts whatever shared its cores (a niced sweep beside development:
-    KERPLE's 464 s read 55.7 min); then the same kind: the same encoding's CPU seconds differ by CPU kind (RoPE's
-    fused attention trains 2.3x faster on an AVX-512 CPU than on an AVX2 one, the bias paths 1.25x)."""
+    any CPU, scaled to `kind` by kind_scale where some encoding ran on both. CPU seconds first: a run's wall time
+    counts whatever shared its cores (a niced sweep beside development: KERPLE's 464 s read 55.7 min); then the same
+    kind: the same encoding's CPU seconds differ by CPU kind (RoPE's fused attention trains 2.3x faster on an AVX-512
+    CPU than on an AVX2 one, the bias paths 1.25x)."""
     finished = [run for run in runs if run.finished]
     for pool in ([r for r in finished if r.encoding == encoding], [r for r in finished if not r.derived]):
         for measure in MEASURES:
             same = [r for r in pool if kind is not None and cpu_kind(r.manifest.get("machine")) == kind]
             for members, same_kind in ((same, True), (pool, False)):
                 figures = [s for r in members if (s := measure.seconds(r)) is not None]
-                if figures:
-                    return Estimate(statistics.median(figures), measure, same_kind)
+                if not figures:
+                    continue
+                scale = None if same_kind or kind is None else kind_scale(finished, kind, measure)
+                return Estimate(
+                    statistics.median(figures) * (scale.factor if scale else 1.0), measure, same_kind, scale
+                )
     return Estimate(None, None, False)
 
 
