@@ -33,14 +33,19 @@ default; settle.json is written before anything trains, then the first look is t
 
 --plan prints the current verdicts, the design and the runs the next look needs with their estimated cost (the
 median over the encoding's finished runs of their CPU seconds per thread, their time on cores of their own however
-loaded the machine was, from its runs on a CPU of this one's kind where it has them, and says how many runs were
-priced so; for runs recorded before CPU seconds, their wall time from the start of the process that
+loaded the machine was, from its runs on a CPU of this one's kind where it has them, else from other kinds' runs
+scaled by this kind's time over theirs where some encoding ran on both, and says how many runs were priced each
+way; for runs recorded before CPU seconds, their wall time from the start of the process that
 finished a run, its log's name, to its done.json, start-up included: pipelines.launch.costs.MEASURES), and trains
 nothing (nor writes the design).
 
 --record fixes the design (when the runs folder has none), records this look and the runs the next one needs in
 settle.json, and trains nothing: a study published at this look (`make publish`) carries its design, and `make settle
 WITH=<study>` trains the next look later, on another machine or in another session, under that very design.
+
+--through-look k trains no look past look k: the command stops once look k is recorded (the design unchanged; the
+same command without it continues), so that studies sharing a machine take it look by look in the order of their
+expected decided pairs per core-hour.
 """
 
 from __future__ import annotations
