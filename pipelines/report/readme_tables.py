@@ -20,6 +20,7 @@ import argparse
 import json
 import math
 import re
+import statistics
 import sys
 from pathlib import Path
 
@@ -209,12 +210,6 @@ def settled_cell(entry: dict, verdict: str) -> str:
     return ", ".join(cells) or "none"
 
 
-def median(values: list[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
 def settled_table(summary: dict) -> list[str]:
     """A row per domain of a compared study (a bridged study its own row): where its design stands, its pairs with
     the reference by verdict (decided, stopped, open), the median seed SD of a paired Δ, what it cost and what its
@@ -242,7 +237,7 @@ def settled_table(summary: dict) -> list[str]:
             nxt = f"{pending} runs"
         row = [where, f"{entry['status']}, reference `{entry['reference']}`"]
         row += [settled_cell(entry, verdict) for verdict in SETTLED_COLUMNS]
-        row += [f"{median(sds):.3f}" if sds else ABSENT, spent, nxt]
+        row += [f"{statistics.median(sds):.3f}" if sds else ABSENT, spent, nxt]
         rows.append(row)
     return markdown_table(header, rows)
 
