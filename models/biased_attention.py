@@ -36,6 +36,8 @@ the forward pass keeps the output and each row's log-sum-exp, the backward pass 
 sums the term's gradient by lag (the tile's score gradient summed over the batch, its diagonals summed as the
 columns of a sheared copy). A tile's term is a Toeplitz block, a strided view of the values reversed, flipped once
 and shared by the batch, and enters as the initial value of the score product (one `baddbmm`).
+The same tiles with no term (`tiled_causal_attention`) train PoPE on the CPU: its q and k are twice v's width, which
+SDPA's flash kernels take only with v padded to that width (P.V at twice the work); the tiles take v at its own.
 Exponentials: torch's vectorised exp takes a slow path for every argument below log(FLT_MIN), about -87.3 (a
 subnormal or zero result, -inf included): 4 to 35 times slower a value on the AVX-512 development machine, which the
 masked future of every tile and the far keys of a strong term hit. So the centred scores are clamped at
@@ -58,7 +60,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from models.encodings.base import LagTerm
+from models.encodings.base import LagTerm, outside_autocast
 
 QUERY_BLOCK = 256  # queries per block (the measurements above: 128 to 256 are fastest at T 1024, 256 for flash)
 LAG_ROWS = 64  # queries per tile of `lag_biased_attention` (64 to 128 fastest at T 1024 and 2048, AVX-512; docs)
@@ -112,11 +114,12 @@ def flash_attention(
     return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
 
 
-def lag_route(q: torch.Tensor, dropout_p: float) -> bool:
-    """Whether a learned term of the distance alone may attend through `lag_biased_attention`: in training (a term
-    that needs a gradient; the caller checks it has one) on the CPU without attention dropout. A fixed term (ALiBi's,
-    or any in evaluation) keeps `flash_attention`'s query blocks over its dense term, faster there (module
-    docstring); off the CPU or with dropout, the dense term goes to SDPA."""
+def tiled_route(q: torch.Tensor, dropout_p: float) -> bool:
+    """Whether attention may train through the lag route's tiles (`lag_biased_attention` for a learned term of the
+    distance alone, the caller checking it has one; `tiled_causal_attention` for an encoding that asks for it): in
+    training on the CPU without attention dropout. A fixed term (ALiBi's, or any in evaluation) keeps
+    `flash_attention`'s query blocks over its dense term, faster there (module docstring); off the CPU or with
+    dropout, the dense term goes to SDPA."""
     return dropout_p == 0.0 and q.device.type == "cpu" and torch.is_grad_enabled()
 
 
@@ -139,6 +142,16 @@ def lag_biased_attention(
     if term.rest is None or term.rest.shape[-2:] != (T - rows, T):
         raise ValueError(f"the {T - rows} queries after the lag term's {rows} need their (T - rows, T) rows")
     return torch.cat((lagged, math_attention(q[..., rows:, :], k, v, term.rest, scale)), dim=-2)
+
+
+def tiled_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """softmax_j(scale * q_i . k_j) v_j over the keys j <= i in the lag route's tiles with no term, for q and k
+    (B, H, T, D) and v (B, H, T, Dv) of any widths: PoPE's q and k are twice v's width, where SDPA's flash kernels
+    need one width and so a v padded with zeros, P.V done at twice its width (module docstring: measured)."""
+    if k.shape[-2] != q.shape[-2] or v.shape[-2] != q.shape[-2] or q.shape[-1] != k.shape[-1]:
+        shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        raise ValueError(f"tiled causal attention needs T x T self-attention and q, k of one width; got {shapes}")
+    return LagBiasedAttention.apply(q, k, v, None, scale)
 
 
 def _lag_tiles(B: int, T: int, itemsize: int) -> list[tuple[int, int, int, int]]:
@@ -173,22 +186,32 @@ def _weights(scores: torch.Tensor, centre: torch.Tensor, r0: int, floor: float) 
 
 
 class LagBiasedAttention(torch.autograd.Function):
-    """Attention with a term of the distance alone; FlashAttention's forward and recomputing backward in tiles of
-    PyTorch operators (module docstring). Computes in q's dtype, at least fp32."""
+    """Attention with a term of the distance alone (values (H, T)), or with none (values None); FlashAttention's
+    forward and recomputing backward in tiles of PyTorch operators (module docstring). Computes in q's dtype, at
+    least fp32."""
 
     @staticmethod
     def forward(ctx, q, k, v, values, scale):
+        with outside_autocast(q.device):  # the tiles' products in the dtype they compute in, under bf16 autocast too
+            return LagBiasedAttention._forward(ctx, q, k, v, values, scale)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        with outside_autocast(grad_out.device):
+            return LagBiasedAttention._backward(ctx, grad_out)
+
+    @staticmethod
+    def _forward(ctx, q, k, v, values, scale):
         B, H, T, _ = q.shape
         dtype = torch.promote_types(q.dtype, torch.float32)
         q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
         floor = math.log(torch.finfo(dtype).tiny) + EXP_FLOOR_MARGIN
-        term = _reversed_term(values.detach().to(dtype))
+        term = None if values is None else _reversed_term(values.detach().to(dtype))
         out = q.new_empty(*q.shape[:-1], v.shape[-1])
         lse = q.new_empty(*q.shape[:-1], 1)
         for h in range(H):
             for b0, b1, r0, r1 in _lag_tiles(B, T, q.element_size()):
-                bias = _toeplitz(term, h, r0, r1)
-                scores = torch.baddbmm(bias, q[b0:b1, h, r0:r1], k[b0:b1, h, :r1].transpose(1, 2), alpha=scale)
+                scores = _tile_scores(term, h, q[b0:b1, h, r0:r1], k[b0:b1, h, :r1], r0, scale)
                 rowmax = scores.amax(-1, keepdim=True)
                 weights = _weights(scores, rowmax, r0, floor)
                 total = weights.sum(-1, keepdim=True)
@@ -199,21 +222,21 @@ class LagBiasedAttention(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx, grad_out):
+    def _backward(ctx, grad_out):
         q, k, v, values, out, lse = ctx.saved_tensors
         scale = ctx.scale
         B, H, T, _ = q.shape
         dtype = q.dtype
         floor = math.log(torch.finfo(dtype).tiny) + EXP_FLOOR_MARGIN
-        term = _reversed_term(values.detach().to(dtype))
+        term = None if values is None else _reversed_term(values.detach().to(dtype))
         dO = grad_out.to(dtype)
         delta = (dO * out).sum(-1, keepdim=True)  # rowsum(a dA) = dO . o
         dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-        dvalues = torch.zeros(H, T, dtype=dtype) if ctx.needs_input_grad[3] else None
+        dvalues = torch.zeros(H, T, dtype=dtype) if values is not None and ctx.needs_input_grad[3] else None
         for h in range(H):
             for b0, b1, r0, r1 in _lag_tiles(B, T, q.element_size()):
                 qb, kb, vb, dOb = q[b0:b1, h, r0:r1], k[b0:b1, h, :r1], v[b0:b1, h, :r1], dO[b0:b1, h, r0:r1]
-                scores = torch.baddbmm(_toeplitz(term, h, r0, r1), qb, kb.transpose(1, 2), alpha=scale)
+                scores = _tile_scores(term, h, qb, kb, r0, scale)
                 weights = _weights(scores, lse[b0:b1, h, r0:r1], r0, floor)  # a
                 dv[b0:b1, h, :r1].baddbmm_(weights.transpose(1, 2), dOb)
                 grad = torch.bmm(dOb, vb.transpose(1, 2))  # dA
@@ -223,6 +246,14 @@ class LagBiasedAttention(torch.autograd.Function):
                 if dvalues is not None:
                     dvalues[h, :r1] += _sums_by_lag(grad.sum(0), r0)
         return dq, dk, dv, None if dvalues is None else dvalues.to(values.dtype), None
+
+
+def _tile_scores(term: torch.Tensor | None, h: int, qb: torch.Tensor, kb: torch.Tensor, r0: int, scale: float):
+    """A tile's scores, scale * q_i . k_j plus head h's term at lag i - j (none without a term): queries r0.. of qb
+    over the keys of kb, (b, R, n), the future not yet masked."""
+    if term is None:
+        return torch.bmm(qb, kb.transpose(1, 2)).mul_(scale)
+    return torch.baddbmm(_toeplitz(term, h, r0, kb.shape[-2]), qb, kb.transpose(1, 2), alpha=scale)
 
 
 def _sums_by_lag(tile: torch.Tensor, r0: int) -> torch.Tensor:

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.biased_attention import biased_attention, lag_biased_attention, lag_route
+from models.biased_attention import biased_attention, lag_biased_attention, tiled_causal_attention, tiled_route
 from models.encodings import PositionalEncoding, build_encoding
 from models.encodings.base import attention_dtype
 from models.windows import AttentionWindow, visible_keys, windowed_attention
@@ -98,13 +98,15 @@ class CausalSelfAttention(nn.Module):
             if encoding.mechanism == "qk":
                 q, k = encoding.transform_qk(q, k, state, x, self.layer)
             if encoding.mechanism == "bias":
-                lags = encoding.lag_bias(state, self.layer, x) if lag_route(q, dropout_p) else None
+                lags = encoding.lag_bias(state, self.layer, x) if tiled_route(q, dropout_p) else None
                 if lags is not None and lags.requires_grad:  # a learned term of the distance alone, in training:
                     lags = lags.to(attention_dtype(q.device))  # in the attention dtype, as `logit_bias`'s term
                     y = lag_biased_attention(q, k, v, lags, encoding.softmax_scale)
                 else:  # the causal mask comes with it; in the attention dtype (`.to` copies only for fp64)
                     logits_term = encoding.logit_bias(state, self.layer, x).to(q.dtype)
                     y = biased_attention(q, k, v, logits_term, dropout_p, encoding.softmax_scale)
+            elif encoding.tiled_training and self.window is None and tiled_route(q, dropout_p):
+                y = tiled_causal_attention(q, k, v, encoding.softmax_scale)  # PoPE: P.V at v's width
             else:
                 y = fused_causal_attention(q, k, v, dropout_p, encoding.softmax_scale, self.window)
         y = y.transpose(1, 2).reshape(B, T, -1)
@@ -143,7 +145,8 @@ def fused_causal_attention(
     on blocks of the sequence, FlexAttention on CUDA). When an encoding widens q and k (PoPE: 2 x head_dim), v is
     zero-padded to their width and the padding sliced off the output: the flash kernels (CPU and GPU) need one
     head width for q, k and v, and without them SDPA falls back to kernels that are several times slower (on
-    CPU the math kernel, which materialises the T x T scores). The zero columns cost only the extra P.V work."""
+    CPU the math kernel, which materialises the T x T scores). The zero columns cost only the extra P.V work, which
+    PoPE's training on the CPU avoids in tiles (`tiled_training`: models.biased_attention.tiled_causal_attention)."""
     width = v.shape[-1]
     if q.shape[-1] != width:
         v = F.pad(v, (0, q.shape[-1] - width))

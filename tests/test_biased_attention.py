@@ -20,6 +20,7 @@ from models.biased_attention import (
     lag_biased_attention,
     math_attention,
     query_blocked,
+    tiled_causal_attention,
 )
 from models.gpt import GPT, GPTConfig
 
@@ -198,6 +199,52 @@ def test_lag_attention_of_the_leading_queries_and_dense_rows_after_them(rows, mo
         assert torch.allclose(got, want, rtol=0, atol=1e-12), name
 
 
+@pytest.mark.parametrize("T, rows, tile_bytes", [(1, 64, 4 << 20), (37, 8, 1), (130, 64, 1 << 20)])
+def test_tiled_attention_equals_the_causal_softmax_with_q_and_k_wider_than_v(T, rows, tile_bytes, monkeypatch):
+    """PoPE's training path: q and k of width 16, v of 8 (as PoPE's 2d beside d), the lag route's tiles with no term.
+    Against the equation under the causal mask alone, in fp64, value and the gradients of q, k and v; and against
+    SDPA's flash kernel on v padded to q's width (evaluation's path), in fp32."""
+    monkeypatch.setattr(biased_module, "LAG_ROWS", rows)
+    monkeypatch.setattr(biased_module, "LAG_TILE_BYTES", tile_bytes)
+    g = torch.Generator().manual_seed(T)
+    q, k = (torch.randn(2, 3, T, 16, generator=g, dtype=F64).requires_grad_() for _ in range(2))
+    v = torch.randn(2, 3, T, 8, generator=g, dtype=F64).requires_grad_()
+    weight = torch.randn(2, 3, T, 8, generator=g, dtype=F64)
+    causal = torch.zeros(1, 1, T, T, dtype=F64).masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    results = []
+    for tiled in (True, False):
+        y = tiled_causal_attention(q, k, v, 0.3) if tiled else dense_by_hand(q, k, v, causal, 0.3)
+        results.append((y, *torch.autograd.grad((y * weight).sum(), (q, k, v))))
+    for name, got, want in zip(("y", "dq", "dk", "dv"), *results, strict=True):
+        assert torch.allclose(got, want, rtol=0, atol=1e-12), name
+    q32, k32, v32 = (t.detach().float() for t in (q, k, v))
+    padded = F.scaled_dot_product_attention(q32, k32, F.pad(v32, (0, 8)), is_causal=True, scale=0.3)[..., :8]
+    assert torch.allclose(tiled_causal_attention(q32, k32, v32, 0.3), padded, rtol=0, atol=1e-5)
+
+
+def test_the_tiles_compute_in_fp32_under_bf16_autocast():
+    """Under the CPU's bf16 autocast (the GPU check's steps on a CPU) the tiles' products stay in the inputs' fp32:
+    the same values and gradients as without autocast, not an error of mixed dtypes."""
+    g = torch.Generator().manual_seed(3)
+    q, k = (torch.randn(1, 2, 70, 16, generator=g).requires_grad_() for _ in range(2))
+    v = torch.randn(1, 2, 70, 8, generator=g).requires_grad_()
+    results = []
+    for autocast in (True, False):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            y = tiled_causal_attention(q, k, v, 0.25)
+        results.append((y, *torch.autograd.grad(y.sum(), (q, k, v))))
+    for got, want in zip(*results, strict=True):
+        assert got.dtype == torch.float32 and torch.equal(got, want)
+
+
+def test_tiled_attention_refuses_other_shapes():
+    q, v = torch.zeros(1, 2, 8, 16), torch.zeros(1, 2, 8, 4)
+    with pytest.raises(ValueError, match=r"q, k of one width; got q \(1, 2, 8, 16\), k \(1, 2, 8, 8\)"):
+        tiled_causal_attention(q, torch.zeros(1, 2, 8, 8), v, 1.0)
+    with pytest.raises(ValueError, match=r"k \(1, 2, 7, 16\)"):
+        tiled_causal_attention(q, torch.zeros(1, 2, 7, 16), v, 1.0)
+
+
 def test_lag_attention_refuses_other_shapes():
     q, k, v, values = lag_case(8)
     with pytest.raises(ValueError, match=r"got q \(2, 3, 8, 8\), k \(2, 3, 8, 8\), values \(3, 7\), rows 7"):
@@ -232,11 +279,40 @@ def test_which_path_each_bias_takes(pe):
         assert "LagBiasedAttention" in past and "aten::softmax" in past
 
 
-@pytest.mark.parametrize("pe", ["t5_bias", "kerple", "fire", "alibi"])
+def test_pope_trains_in_the_tiles_and_scores_on_the_flash_kernel():
+    """PoPE (`tiled_training`): in training on the CPU its attention runs in the tiles with v at its own width; in
+    evaluation, and in training with attention dropout, on SDPA's flash kernel with v padded to q's width."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=11, context=16, n_layer=1, n_head=2, d_model=16, pe="pope"))
+    tokens = torch.randint(0, 11, (1, 16))
+    flash = "aten::_scaled_dot_product_flash_attention_for_cpu"
+    training = model_kernels(model, tokens, grad=True)
+    assert "LagBiasedAttention" in training and flash not in training
+    scoring = model_kernels(model.eval(), tokens, grad=False)
+    assert flash in scoring and "LagBiasedAttention" not in scoring
+    dropped = GPT(GPTConfig(vocab_size=11, context=16, n_layer=1, n_head=2, d_model=16, pe="pope", dropout=0.1))
+    assert "LagBiasedAttention" not in model_kernels(dropped.train(), tokens, grad=True)
+
+
+def test_only_a_qk_encoding_without_windows_may_train_in_the_tiles():
+    from models.encodings.base import PositionalEncoding
+
+    with pytest.raises(TypeError, match="declares tiled_training with mechanism 'bias'"):
+
+        class TiledBias(PositionalEncoding):  # noqa: F841 - defining the class is the check
+            name = "tiled_bias_test"
+            mechanism = "bias"
+            tiled_training = True
+
+            def logit_bias(self, state, layer, x):
+                return state
+
+
+@pytest.mark.parametrize("pe", ["t5_bias", "kerple", "fire", "alibi", "pope"])
 def test_a_bias_model_has_the_same_loss_and_gradients_on_either_path(pe, monkeypatch):
     """The whole decoder, past its first QUERY_BLOCK queries and over several lag tiles: the CPU's paths (the lag route
-    for the learned terms in training, the flash blocks for ALiBi's fixed one) against SDPA over every key for every
-    parameter's gradient, the encoding's own included."""
+    for the learned terms in training, the flash blocks for ALiBi's fixed one, the tiles without a term for PoPE)
+    against SDPA over every key for every parameter's gradient, the encoding's own included."""
     T = biased_module.QUERY_BLOCK + 44
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=40, context=T, n_layer=2, n_head=2, d_model=16, pe=pe))
@@ -256,7 +332,7 @@ def test_a_bias_model_has_the_same_loss_and_gradients_on_either_path(pe, monkeyp
         return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
 
     monkeypatch.setattr(biased_module, "query_blocked", sdpa_over_every_key)
-    monkeypatch.setattr(gpt_module, "lag_route", lambda q, dropout_p: False)
+    monkeypatch.setattr(gpt_module, "tiled_route", lambda q, dropout_p: False)
     sdpa = loss_and_grads()
     assert abs(cpu_paths[0].item() - sdpa[0].item()) < 1e-6
     for (name, _), got, want in zip(model.named_parameters(), cpu_paths[1], sdpa[1], strict=True):
@@ -267,11 +343,12 @@ def test_a_bias_model_has_the_same_loss_and_gradients_on_either_path(pe, monkeyp
         assert encoding_grads and all(g.abs().sum() > 0 for g in encoding_grads)  # the bias does learn on this path
 
 
-@pytest.mark.parametrize("pe", ["t5_bias", "kerple", "fire"])
+@pytest.mark.parametrize("pe", ["t5_bias", "kerple", "fire", "pope"])
 def test_a_short_training_on_either_path_scores_every_example_alike(pe, monkeypatch):
-    """Twenty AdamW steps of a small model on the lag route and on the math blocks over the dense term (revision 2's
-    path), from one initialisation on the same batches: each example's mean NLL agrees within 1e-4 nats, ten times
-    inside the cross-machine bound that a run of another revision is reproduced within (pipelines.runs.tolerance)."""
+    """Twenty AdamW steps of a small model on the tiles (the lag route; PoPE's without a term) and on the path of
+    the encoding's previous revision (the math blocks over the dense term; PoPE's flash kernel), from one
+    initialisation on the same batches: each example's mean NLL agrees within 1e-4 nats, ten times inside the
+    cross-machine bound that a run of another revision is reproduced within (pipelines.runs.tolerance)."""
     torch.manual_seed(0)
     initial = GPT(GPTConfig(vocab_size=30, context=64, n_layer=2, n_head=2, d_model=32, pe=pe)).state_dict()
     g = torch.Generator().manual_seed(1)
@@ -280,7 +357,7 @@ def test_a_short_training_on_either_path_scores_every_example_alike(pe, monkeypa
     scores = []
     for lagged in (True, False):
         if not lagged:
-            monkeypatch.setattr(gpt_module, "lag_route", lambda q, dropout_p: False)
+            monkeypatch.setattr(gpt_module, "tiled_route", lambda q, dropout_p: False)
         model = GPT(GPTConfig(vocab_size=30, context=64, n_layer=2, n_head=2, d_model=32, pe=pe))
         model.load_state_dict(initial)
         optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)

@@ -174,6 +174,9 @@ class PositionalEncoding(nn.Module):
     takes_random_positions: ClassVar[bool] = True
     # raised when a change reorders the float arithmetic: older runs reproduce to rounding (pipelines.runs.tolerance)
     revision: ClassVar[int] = 1
+    # True where a "qk" encoding's attention trains faster on the CPU in the lag route's tiles without a term
+    # (models.biased_attention.tiled_causal_attention) than in SDPA's flash kernel: PoPE, q and k twice v's width
+    tiled_training: ClassVar[bool] = False
     # the options this class's __init__ adds (merged with its bases' by `declared_options`; module docstring)
     option_rules: ClassVar[dict[str, Option]] = {
         "random_positions": Option("whole", ">= 1", lambda v: v >= 1, optional=True, why="M / L"),
@@ -206,6 +209,12 @@ class PositionalEncoding(nn.Module):
             raise TypeError(
                 f"{cls.__name__} declares mechanism {cls.mechanism!r} and attention windows; a window restricts the "
                 f"fused causal kernel, which only mechanisms {list(WINDOWED_MECHANISMS)} attend through"
+            )
+        if cls.tiled_training and (cls.mechanism != "qk" or windowed):
+            raise TypeError(
+                f"{cls.__name__} declares tiled_training with mechanism {cls.mechanism!r}"
+                f"{' and attention windows' if windowed else ''}; the tiles replace the fused causal kernel of a "
+                "'qk' encoding without windows"
             )
 
     def __init__(

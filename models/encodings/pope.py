@@ -10,8 +10,10 @@ non-negative magnitude and a position-only phase:
 
 delta (one per layer, head and component) is learned, initialised 0 and clamped to [-2 pi, 0] in the forward
 pass; it takes no weight decay. v is unchanged. The softmax scale stays 1/sqrt(d) with d the original head
-dim, and attention runs fused on q and k of width 2d (models.gpt.fused_causal_attention zero-pads v to that
-width for the flash kernel). Base 10k by SPEC's convention. Phases are fp32.
+dim, and attention runs on q and k of width 2d: fused in evaluation and off the CPU (models.gpt.fused_causal_attention
+zero-pads v to that width for the flash kernel), and in training on the CPU in tiles that take v at its own width
+(`tiled_training`: models.biased_attention.tiled_causal_attention; issue 67). Base 10k by SPEC's convention. Phases
+are fp32.
 
 How it is computed fast, and why that is exact: the angle-sum formulas
 
@@ -22,7 +24,10 @@ let `prepare` take cos and sin of the (T, d) phases m theta_c once per forward p
 then takes cos and sin of its (H, d) deltas only and combines the tables with products, instead of cos and sin
 of (H, T, d) phases. The products run in the (B, T, H, d) memory order of the qkv projection and of the
 attention kernel's gradients (`token_major`). Even so PoPE costs more than RoPE, mostly in attention itself: the
-flash kernel at width 2d does twice the work of width d, P.V included (v padded with zeros).
+flash kernel at width 2d does twice the work of width d, P.V included (v padded with zeros). The tiles do q.k at
+2d and P.V at d: forward and backward of one attention, one thread (AVX-512 EPYC, CPU seconds beside a niced
+sweep), 1.77-1.91x rope10k's `is_causal` flash on the flash kernel, 1.32-1.64x in the tiles at the JSB shape (B 4, 4
+heads of 32, T 1024); 1.82-1.90x and 1.48-1.51x at T 2048 (B 1, 2 heads of 64). Values agree to float rounding.
 
 FLOPs per token and layer (`flops_per_token`): softplus of q and k 2 d_model, the magnitudes times cos and sin
 4 d_model, and the wider attention: q.k at width 2d and P.V with v zero-padded to 2d each add 2 d (T + 1) / 2
@@ -51,6 +56,8 @@ def token_major(x: torch.Tensor) -> torch.Tensor:
 class PoPE(PositionalEncoding):
     name = "pope"
     mechanism = "qk"
+    revision = 2  # training on the CPU in tiles, P.V at v's width (models.encodings.base; issue 67)
+    tiled_training = True
     option_rules = {"base": BASE}  # theta_c = base^(-c/d) must fall with c
 
     def __init__(self, *, base: float = 10_000.0, **dims: int) -> None:
