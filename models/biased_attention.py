@@ -30,7 +30,7 @@ threshold: `PositionalEncoding.lag_bias`, a `LagTerm`), trains through `lag_bias
 (issue 67; FIRE's queries past L_thr, whose term is one of i and j, attend beside them over their own dense rows
 with `math_attention`): the encoding hands over its (H, T) values on the lags and no (H, T, T) term is built, where the
 math blocks built the term, kept each block's weights for backward, and scattered the term's (T, T) gradient back
-onto the lags. `LagBiasedAttention` is FlashAttention's recipe in PyTorch's operators: tiles of LAG_ROWS queries of
+onto the lags. `TiledAttention` is FlashAttention's recipe in PyTorch's operators: tiles of LAG_ROWS queries of
 one head, every sequence of the batch together (within LAG_TILE_BYTES), over the keys up to the tile's last query;
 the forward pass keeps the output and each row's log-sum-exp, the backward pass recomputes the tile's weights and
 sums the term's gradient by lag (the tile's score gradient summed over the batch, its diagonals summed as the
@@ -136,7 +136,7 @@ def lag_biased_attention(
         shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, values {tuple(values.shape)}, rows {rows}"
         raise ValueError(f"lag-biased attention needs T x T self-attention, (H, T) values, 0 < rows <= T; got {shapes}")
     leading = (t[..., :rows, :] for t in (q, k, v))  # their keys are the first `rows`
-    lagged = LagBiasedAttention.apply(*leading, values[:, :rows], scale)
+    lagged = TiledAttention.apply(*leading, values[:, :rows], scale)
     if rows == T:
         return lagged
     if term.rest is None or term.rest.shape[-2:] != (T - rows, T):
@@ -151,7 +151,7 @@ def tiled_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sc
     if k.shape[-2] != q.shape[-2] or v.shape[-2] != q.shape[-2] or q.shape[-1] != k.shape[-1]:
         shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
         raise ValueError(f"tiled causal attention needs T x T self-attention and q, k of one width; got {shapes}")
-    return LagBiasedAttention.apply(q, k, v, None, scale)
+    return TiledAttention.apply(q, k, v, None, scale)
 
 
 def _lag_tiles(B: int, T: int, itemsize: int) -> list[tuple[int, int, int, int]]:
@@ -185,7 +185,7 @@ def _weights(scores: torch.Tensor, centre: torch.Tensor, r0: int, floor: float) 
     return scores
 
 
-class LagBiasedAttention(torch.autograd.Function):
+class TiledAttention(torch.autograd.Function):
     """Attention with a term of the distance alone (values (H, T)), or with none (values None); FlashAttention's
     forward and recomputing backward in tiles of PyTorch operators (module docstring). Computes in q's dtype, at
     least fp32."""
@@ -193,12 +193,12 @@ class LagBiasedAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, values, scale):
         with outside_autocast(q.device):  # the tiles' products in the dtype they compute in, under bf16 autocast too
-            return LagBiasedAttention._forward(ctx, q, k, v, values, scale)
+            return TiledAttention._forward(ctx, q, k, v, values, scale)
 
     @staticmethod
     def backward(ctx, grad_out):
         with outside_autocast(grad_out.device):
-            return LagBiasedAttention._backward(ctx, grad_out)
+            return TiledAttention._backward(ctx, grad_out)
 
     @staticmethod
     def _forward(ctx, q, k, v, values, scale):

@@ -270,13 +270,13 @@ def test_which_path_each_bias_takes(pe):
     model = GPT(GPTConfig(vocab_size=11, context=16, n_layer=1, n_head=2, d_model=16, pe=pe))
     tokens = torch.randint(0, 11, (1, 16))
     training = model_kernels(model, tokens, grad=True)
-    assert ("LagBiasedAttention" in training) == (pe != "alibi")
+    assert ("TiledAttention" in training) == (pe != "alibi")
     flash = "aten::_scaled_dot_product_flash_attention_for_cpu"
     assert (flash in training) == (pe == "alibi")
     assert flash in model_kernels(model.eval(), tokens, grad=False)
     if pe == "fire":
         past = model_kernels(model.train(), torch.randint(0, 11, (1, 24)), grad=True)
-        assert "LagBiasedAttention" in past and "aten::softmax" in past
+        assert "TiledAttention" in past and "aten::softmax" in past
 
 
 def test_pope_trains_in_the_tiles_and_scores_on_the_flash_kernel():
@@ -287,11 +287,11 @@ def test_pope_trains_in_the_tiles_and_scores_on_the_flash_kernel():
     tokens = torch.randint(0, 11, (1, 16))
     flash = "aten::_scaled_dot_product_flash_attention_for_cpu"
     training = model_kernels(model, tokens, grad=True)
-    assert "LagBiasedAttention" in training and flash not in training
+    assert "TiledAttention" in training and flash not in training
     scoring = model_kernels(model.eval(), tokens, grad=False)
-    assert flash in scoring and "LagBiasedAttention" not in scoring
+    assert flash in scoring and "TiledAttention" not in scoring
     dropped = GPT(GPTConfig(vocab_size=11, context=16, n_layer=1, n_head=2, d_model=16, pe="pope", dropout=0.1))
-    assert "LagBiasedAttention" not in model_kernels(dropped.train(), tokens, grad=True)
+    assert "TiledAttention" not in model_kernels(dropped.train(), tokens, grad=True)
 
 
 def test_only_a_qk_encoding_without_windows_may_train_in_the_tiles():
