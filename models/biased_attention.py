@@ -232,7 +232,7 @@ class TiledAttention(torch.autograd.Function):
         dO = grad_out.to(dtype)
         delta = (dO * out).sum(-1, keepdim=True)  # rowsum(a dA) = dO . o
         dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-        dvalues = torch.zeros(H, T, dtype=dtype) if values is not None and ctx.needs_input_grad[3] else None
+        dvalues = torch.zeros(H, T, dtype=dtype) if ctx.needs_input_grad[3] else None  # False for no term
         for h in range(H):
             for b0, b1, r0, r1 in _lag_tiles(B, T, q.element_size()):
                 qb, kb, vb, dOb = q[b0:b1, h, r0:r1], k[b0:b1, h, :r1], v[b0:b1, h, :r1], dO[b0:b1, h, r0:r1]

@@ -105,7 +105,7 @@ class CausalSelfAttention(nn.Module):
                 else:  # the causal mask comes with it; in the attention dtype (`.to` copies only for fp64)
                     logits_term = encoding.logit_bias(state, self.layer, x).to(q.dtype)
                     y = biased_attention(q, k, v, logits_term, dropout_p, encoding.softmax_scale)
-            elif encoding.tiled_training and self.window is None and tiled_route(q, dropout_p):
+            elif encoding.tiled_training and tiled_route(q, dropout_p):  # never windowed: checked at its class
                 y = tiled_causal_attention(q, k, v, encoding.softmax_scale)  # PoPE: P.V at v's width
             else:
                 y = fused_causal_attention(q, k, v, dropout_p, encoding.softmax_scale, self.window)
