@@ -1,5 +1,6 @@
 """CoPE's tiled kernel (models/encodings/cope.py) against the plain autograd formula: forward, gradients, dropout
-masks, what it keeps for the backward pass, autocast, torch.compile and its FLOP count."""
+masks, what it keeps for the backward pass, autocast, torch.compile and its FLOP count; each on both of its CPU
+routes (the fused row chain in C++ and the PyTorch operators: the `route` fixture)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,34 @@ import math
 import pytest
 import torch
 
+from models import native
 from models.encodings import build_encoding
+from models.encodings import cope as cope_module
 from models.encodings.cope import CoPEAttention, _plan, _setup
 from models.gpt import GPT, GPTConfig
 from tests.reference_encodings import cope_by_loops
+
+
+def fused_kernel_or_skip():
+    """The fused row kernel. Skips only where it cannot be had by design (no AVX2, no compiler); a failed build
+    where both exist fails."""
+    rows = cope_module.rows_kernel(torch.device("cpu"), torch.float64)
+    if rows is None:
+        why = native.why_not(cope_module.ROWS_SOURCE)
+        if native.cpu_has_avx2() and (why is None or "no C++ compiler" not in why):
+            pytest.fail(f"the fused row kernel did not build on a CPU with AVX2: {why}")
+        pytest.skip(f"no fused row kernel on this machine: {why or 'no AVX2'}")
+    return rows
+
+
+@pytest.fixture(params=["fused", "operators"])
+def route(request, monkeypatch):
+    """CoPE's CPU route for the test: the fused row chain, or the PyTorch operators (its fallback)."""
+    if request.param == "fused":
+        fused_kernel_or_skip()
+    else:
+        monkeypatch.setattr(cope_module, "rows_kernel", lambda device, dtype: None)
+    return request.param
 
 
 def cope_reference(q, k, v, table, keep=None, dropout_p=0.0):
@@ -73,7 +98,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("B, H, T, d, context, tile_bytes", CASES)
-def test_forward_and_gradients_equal_the_autograd_formula(B, H, T, d, context, tile_bytes):
+def test_forward_and_gradients_equal_the_autograd_formula(B, H, T, d, context, tile_bytes, route):
     q, k, v, table = inputs(B, H, T, d, context + 1)
     out = kernel(q, k, v, table, tile_bytes)
     expected = cope_reference(q, k, v, table)
@@ -106,7 +131,7 @@ def test_tiles_cover_every_slice_and_row_once_within_the_budget():
         assert torch.all(covered == 1)
 
 
-def test_module_matches_the_double_loop_with_a_tiny_tile_budget():
+def test_module_matches_the_double_loop_with_a_tiny_tile_budget(route):
     cope = build_encoding("cope", {"tile_bytes": 500}, n_layer=2, n_head=2, d_model=8, context=4).double()
     g = torch.Generator().manual_seed(3)
     with torch.no_grad():
@@ -120,7 +145,7 @@ def test_module_matches_the_double_loop_with_a_tiny_tile_budget():
             assert torch.allclose(out[b, h], expected, atol=1e-10)
 
 
-def test_gradcheck():
+def test_gradcheck(route):
     q, k, v, table = inputs(1, 2, 5, 3, 3, seed=5, spread=1.5)
     gates = torch.sigmoid(q @ k.transpose(-1, -2) / math.sqrt(3)).tril()
     assert (gates.sum(-1) > 2).any() and len(tiles_of(1, 2, 5, 1000)) > 1  # clamped positions, several tiles
@@ -143,7 +168,7 @@ def dropout_masks(B, H, T, tile_bytes, dropout_p):
     return keep.view(B, H, T, T)
 
 
-def test_dropout_replays_the_forward_masks_in_the_backward_pass():
+def test_dropout_replays_the_forward_masks_in_the_backward_pass(route):
     B, H, T, d, p, tile_bytes = 2, 2, 11, 4, 0.3, 3000
     q, k, v, table = inputs(B, H, T, d, 6)
     torch.manual_seed(7)
@@ -180,7 +205,7 @@ def saved_bytes(fn):
 
 
 @pytest.mark.parametrize("dropout_p", [0.0, 0.1])
-def test_backward_keeps_only_linear_size_tensors(dropout_p):
+def test_backward_keeps_only_linear_size_tensors(dropout_p, route):
     B, H, T, d = 2, 2, 256, 8
     cope = build_encoding("cope", {}, n_layer=1, n_head=H, d_model=H * d, context=T)
     q, k, v = (torch.randn(B, H, T, d, requires_grad=True) for _ in range(3))
@@ -192,7 +217,7 @@ def test_backward_keeps_only_linear_size_tensors(dropout_p):
     assert sum(n for _, n in sizes) < one_score_matrix / 6
 
 
-def test_bf16_autocast_computes_in_fp32_and_returns_bf16():
+def test_bf16_autocast_computes_in_fp32_and_returns_bf16(route):
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=32, context=48, n_layer=2, n_head=2, d_model=32, pe="cope"))
     with torch.no_grad():
@@ -219,7 +244,7 @@ def test_bf16_autocast_computes_in_fp32_and_returns_bf16():
 
 
 @pytest.mark.slow
-def test_compiled_model_trains_without_graph_break():
+def test_compiled_model_trains_without_graph_break(route):
     """Dynamo traces through the Function (the kernel's custom ops stay opaque) with fullgraph=True; aot_eager
     keeps the test fast (inductor compiles the same graph)."""
     torch.manual_seed(0)
@@ -254,3 +279,87 @@ def test_flops_per_token_hand_count():
 def test_tile_budget_must_be_positive():
     with pytest.raises(ValueError, match="tile_bytes"):
         build_encoding("cope", {"tile_bytes": 0}, n_layer=1, n_head=1, d_model=4, context=3)
+
+
+@pytest.mark.parametrize("gates", ["open", "closed"])
+def test_saturated_gates_on_either_route(gates, route):
+    """Gates all near 1 (every position reached, T past the table: clamped) or all near 0 (positions near 0: the
+    fused route's table product covers a few columns only): values and gradients equal the formula in fp64."""
+    q, k, v, table = inputs(2, 2, 40, 4, 31, seed=4)
+    with torch.no_grad():
+        q.abs_()
+        k.abs_() if gates == "open" else k.copy_(-3 * k.abs())
+    g = torch.sigmoid(q @ k.transpose(-1, -2) / 2).tril()
+    assert (g.sum(-1)[..., -1] > 30).all() if gates == "open" else (g.sum(-1) < 2).all()
+    out = kernel(q, k, v, table, tile_bytes=6000)
+    expected = cope_reference(q, k, v, table)
+    assert torch.allclose(out, expected, rtol=0, atol=1e-12)
+    grad_out = torch.randn_like(out)
+    assert_gradients_equal(torch.autograd.grad(out, (q, k, v, table), grad_out), expected, (q, k, v, table), grad_out)
+
+
+def test_fp32_routes_against_fp64():
+    """In fp32, at a row length where the sums matter (T 300), both routes are near the fp64 values, and the
+    fused chain (sums of gates in double, Cephes' exp) is no farther from them than the operators are."""
+    fused_kernel_or_skip()
+    q, k, v, table = inputs(2, 2, 300, 16, 301, seed=6, spread=1.0)
+    grad_out = torch.randn(2, 2, 300, 16, dtype=torch.float64)
+
+    def values(*tensors):
+        out = kernel(*tensors, tile_bytes=1 << 20)
+        return [out, *torch.autograd.grad(out, tensors, grad_out.to(out.dtype))]
+
+    exact = values(q, k, v, table)
+    single = [t.detach().float().requires_grad_() for t in (q, k, v, table)]
+    fused = values(*single)
+    real = cope_module.rows_kernel
+    try:
+        cope_module.rows_kernel = lambda device, dtype: None
+        operators = values(*single)
+    finally:
+        cope_module.rows_kernel = real
+    for name, want, a, b in zip(["out", "q", "k", "v", "table"], exact, fused, operators, strict=True):
+        scale = want.abs().max()
+        error_fused, error_operators = ((x.double() - want).abs().max() / scale for x in (a, b))
+        assert error_fused < 1e-4 and error_operators < 1e-3, name
+        assert error_fused <= 1.5 * error_operators, (name, error_fused, error_operators)
+
+
+def test_a_short_training_on_either_route_scores_every_example_alike(monkeypatch):
+    """Twenty AdamW steps of a small CoPE model on the fused row chain and on the operators (revision 2's
+    arithmetic), from one initialisation on the same batches: each example's mean NLL agrees within 1e-4 nats,
+    ten times inside the cross-machine bound a run of another revision is reproduced within."""
+    fused_kernel_or_skip()
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=30, context=64, n_layer=2, n_head=2, d_model=32, pe="cope")
+    initial = GPT(config).state_dict()
+    g = torch.Generator().manual_seed(1)
+    batches = [torch.randint(0, 30, (4, 65), generator=g) for _ in range(20)]
+    test = torch.randint(0, 30, (8, 65), generator=g)
+    scores = []
+    for fused in (True, False):
+        if not fused:
+            monkeypatch.setattr(cope_module, "rows_kernel", lambda device, dtype: None)
+        model = GPT(config)
+        model.load_state_dict(initial)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        for batch in batches:
+            loss = torch.nn.functional.cross_entropy(model(batch[:, :-1]).reshape(-1, 30), batch[:, 1:].reshape(-1))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        with torch.no_grad():
+            logits = model.eval()(test[:, :-1])
+        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), test[:, 1:], reduction="none")
+        scores.append(nll.double().mean(1))
+    assert model.encoding.table.abs().sum() > 0  # the table trained
+    assert (scores[0] - scores[1]).abs().max() < 1e-4, (scores[0] - scores[1]).abs().max()
+
+
+def test_a_run_records_the_route_it_took(monkeypatch):
+    cope = build_encoding("cope", {}, n_layer=1, n_head=1, d_model=4, context=3)
+    if cope_module.rows_kernel(torch.device("cpu"), torch.float32) is not None:
+        assert cope.describe()["cpu_route"] == "fused row chain (cope_rows.cpp)"
+    monkeypatch.setattr(cope_module, "rows_kernel", lambda device, dtype: None)
+    assert cope.describe()["cpu_route"].startswith("PyTorch operators (")
+    assert cope.describe()["revision"] == 3

@@ -30,6 +30,9 @@ each hold at most six float buffers (compute dtype) and one int64 index at once,
             2: table logits q.E                3: T[lo]    4: T[lo + 1] -> D[lo]    index: lo = floor(p)
   backward  the same, and 5: g (1 - g), kept from the gates; then 0: attention a -> scattered table gradient;
             1: (1 - w) G; 2: G, the gradient of the scores; 3: w G; 4: D[lo] -> dp -> dg.
+  fused     forward 0: scores -> exp; 1: gates; 2: table logits; 3, 4: each row's max and sum. Backward 0: a;
+            5: gates -> g (1 - g); 1: w; 4: D[lo]; 2: table logits -> dA -> the logits' gradient; 3: dT; the
+            index buffer holds lo as int32.
 So beyond the scores a tile holds five float buffers and the index (seven fp32-sized blocks of R x (n + 2) per
 slice), and at any T the whole workspace stays within `tile_bytes`. Nothing of size T x T survives a tile.
 
@@ -51,6 +54,19 @@ Algebra that keeps it lean (s = 1/sqrt(d), qs = s q; the kernel works on the sca
   before exp and the future zeroed after it (models.biased_attention: torch's exp is 4 to 35 times slower on an
   argument below log(FLT_MIN), the masked -inf included): a weight below 1.9e-38 (fp32) becomes that, which moves
   no row's sum or output.
+The fused row chain (revision 3, issue 67). On the CPU the elementwise chain between a tile's products runs in
+C++ (cope_rows.cpp, built once per machine by models.native and called through ctypes), one pass a row where
+the operators above take about twenty: the gates and each row's total (8 exponentials at a time); the suffix
+sums (in double, as torch's cumsum of floats accumulates), the interpolation and the row's max in one walk from
+the query down; the exponentials and their sum. The backward pass recomputes the same way, keeping lo, w, D and
+g (1 - g) for one more pass that scatters dT, forms G and the prefix sums of G D. The gates come before the table
+product, so it covers only the positions the tile reaches (a row's total of gates bounds its p): about half the
+columns at initialisation, for the product and the table gradient's two. Measured on the AVX-512 EPYC (one
+thread, JSB shape, forward and backward of one attention): 2.5x rope10k's flash attention -> 1.8x. It is taken
+on a CPU with AVX2 (all three kinds the suite meets) in fp32 or fp64, wherever the library builds; elsewhere (a
+GPU, bf16 outside autocast, no compiler: a warning says why) the operators run, and both equal the formula to
+float rounding (tests/test_cope.py: fp64 to 1e-11, and nearer the fp64 values in fp32 than the operators are).
+`describe` says which a run took.
 Under bf16 autocast the kernel computes in fp32 (gates, their sums, the softmax) and returns the input dtype.
 Attention dropout draws one bool mask per tile from the global RNG (one `bernoulli_` per tile, the draws of one
 dropout call per tile); the forward pass saves the RNG state it started from and the backward pass replays it
@@ -61,11 +77,16 @@ to redraw the same masks, then restores the current state. The work runs in two 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import math
+import warnings
+from pathlib import Path
 
 import torch
 from torch import nn
 
+from models import native
 from models.encodings.base import PositionalEncoding, outside_autocast, register
 from models.encodings.options import Option
 from models.encodings.rope import at_least_fp32
@@ -78,6 +99,9 @@ TILE_BYTES = {"cpu": 8 << 20, "cuda": 256 << 20}  # all of one tile's workspace
 ROW_BLOCK = {"cpu": 64, "cuda": 512}  # most query rows per tile: smaller blocks skip more future keys
 WORKSPACE_FLOATS = 6  # float buffers per tile (see the module docstring), beside one int64 index
 EXP_FLOOR_MARGIN = 0.5  # centred scores are clamped this far above log(smallest normal) before exp (docstring)
+ROWS_SOURCE = Path(__file__).with_name("cope_rows.cpp")  # the fused row chain on the CPU (module docstring)
+ROWS_FLAGS = ("-mavx2", "-mfma")
+REACH_MARGIN = 1e-3  # relative: a row's total of gates, summed in another order, bounds its positions past rounding
 
 
 @register
@@ -85,7 +109,7 @@ class CoPE(PositionalEncoding):
     name = "cope"
     takes_random_positions = False  # contextual positions come from the gates, not from the positions given
     mechanism = "scores"
-    revision = 2  # one table product per tile, g (1 - g) kept, the exp floor (models.encodings.base; issue 67)
+    revision = 3  # the fused row chain on the CPU (2: one table product per tile, g (1 - g) kept, the exp floor)
     option_rules = {
         "tile_bytes": Option(
             "whole", ">= 1", lambda v: v >= 1, optional=True, why="a tile's workspace; null: the device's default"
@@ -106,6 +130,13 @@ class CoPE(PositionalEncoding):
         q, k, v = q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1)
         out = CoPEAttention.apply(q, k, v, self.table[layer], self.softmax_scale, dropout_p, budget)
         return out.view(B, H, T, -1)
+
+    def describe(self) -> dict:
+        """The base class's, and the route CoPE's attention takes on the CPU in fp32."""
+        rows = rows_kernel(torch.device("cpu"), torch.float32)
+        why = native.why_not(ROWS_SOURCE) or "the CPU has no AVX2"
+        route = "fused row chain (cope_rows.cpp)" if rows is not None else f"PyTorch operators ({why})"
+        return {**super().describe(), "cpu_route": route}
 
     def contextual_positions(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """p_ij = min(sum_{t=j..i} g_it, npos - 1) of every query and key, (B, H, T, T) in fp32 at least (0 above
@@ -235,6 +266,89 @@ def _causal(S: torch.Tensor, r0: int, future: dict[int, torch.Tensor], fill: flo
     S[..., r0:].masked_fill_(future[R], fill)
 
 
+@functools.cache
+def rows_kernel(device: torch.device, dtype: torch.dtype) -> ctypes.CDLL | None:
+    """The fused row chain (cope_rows.cpp) where it runs: on a CPU with AVX2, in fp32 or fp64, once built; else
+    None, and the tiles run the same chain as PyTorch operators (equal to float rounding: tests/test_cope.py)."""
+    if device.type != "cpu" or dtype not in (torch.float32, torch.float64) or not native.cpu_has_avx2():
+        return None
+    rows = native.library(ROWS_SOURCE, ROWS_FLAGS)
+    if rows is None:
+        why = native.why_not(ROWS_SOURCE)
+        warnings.warn(f"cope: the fused row kernel is unavailable, so CoPE runs slower: {why}", stacklevel=2)
+        return None
+    for suffix in ("f32", "f64"):
+        getattr(rows, f"cope_gates_rows_{suffix}").restype = ctypes.c_double
+    return rows
+
+
+def _address(*tensors: torch.Tensor) -> list[ctypes.c_void_p]:
+    """Raw addresses for the kernel, which reads every buffer as one row-major block."""
+    if not all(t.is_contiguous() for t in tensors):
+        raise RuntimeError("cope: the fused row kernel takes contiguous buffers only")
+    return [ctypes.c_void_p(t.data_ptr()) for t in tensors]
+
+
+def _entry(rows: ctypes.CDLL, name: str, dtype: torch.dtype):
+    """The kernel's function `name` for fp32 or fp64."""
+    return getattr(rows, f"{name}_{'f32' if dtype == torch.float32 else 'f64'}")
+
+
+def _fused_tile(rows, ws, qs, k, E, clamp_at, g0, g1, r0, r1, gates_at):
+    """A tile's products and gates in the fused kernel: q.k in buffer 0, the gates in buffer `gates_at`, and the
+    table logits q.E in buffer 2 over the positions the tile's rows reach (p_ij is at most row i's total of
+    gates, known once the gates are: at initialisation about half the tile's width, which halves this product
+    and the table gradient's two). Returns the three and the kernel's tile arguments."""
+    G, R, n = g1 - g0, r1 - r0, r1
+    last = min(clamp_at, n)  # rows < r1 reach positions <= r1 only
+    qb = qs[g0:g1, r0:r1]
+    S, gates = ws.take(0, G, R, n), ws.take(gates_at, G, R, n)
+    torch.matmul(qb, k[g0:g1, :n].transpose(1, 2), out=S)
+    most = _entry(rows, "cope_gates_rows", S.dtype)(*_address(S, gates), *map(ctypes.c_int64, (G * R, R, n, r0)))
+    reach = min(last, int(most * (1 + REACH_MARGIN)) + 1)  # past the largest p of the tile, with a margin
+    table_logits = ws.take(2, G, R, reach + 2)
+    torch.matmul(qb, E[:, : reach + 2], out=table_logits)
+    return S, gates, table_logits, (G * R, R, n, reach + 2, r0, last)
+
+
+def _fused_weights(rows, ws, qs, k, E, clamp_at, g0, g1, r0, r1, floor):
+    """`_scores`, `_causal` and `_weights` of one tile in the fused kernel: exp(score - rowmax), the future 0, in
+    buffer 0, with each row's max and sum (buffers 3 and 4)."""
+    S, gates, table_logits, shape = _fused_tile(rows, ws, qs, k, E, clamp_at, g0, g1, r0, r1, gates_at=1)
+    rowmax, total = ws.take(3, g1 - g0, r1 - r0, 1), ws.take(4, g1 - g0, r1 - r0, 1)
+    _entry(rows, "cope_forward_rows", S.dtype)(
+        *_address(S, gates, table_logits, rowmax, total), *map(ctypes.c_int64, shape), ctypes.c_double(floor)
+    )
+    return S, rowmax, total
+
+
+def _fused_recompute(rows, ws, qs, k, E, clamp_at, g0, g1, r0, r1, lse, floor):
+    """The backward pass's recomputation in the fused kernel: the attention weights a in buffer 0, g (1 - g) in
+    buffer 5, w and D in buffers 1 and 4, lo (int32) in the index buffer; as `_scores` returns them."""
+    S, slopes, table_logits, shape = _fused_tile(rows, ws, qs, k, E, clamp_at, g0, g1, r0, r1, gates_at=5)
+    G, R, n = g1 - g0, r1 - r0, r1
+    w, D = ws.take(1, G, R, n), ws.take(4, G, R, n)
+    lo = ws.index.view(torch.int32)[: G * R * n].view(G, R, n)
+    centres = lse[g0:g1, r0:r1].contiguous()  # held here: the kernel reads it through a raw address
+    _entry(rows, "cope_recompute_rows", S.dtype)(
+        *_address(S, slopes, lo, w, D, table_logits, centres), *map(ctypes.c_int64, shape), ctypes.c_double(floor)
+    )
+    return S, w, lo, D, shape[3] - 1
+
+
+def _fused_gradient(rows, ws, A, grad, delta, lo, w, D, slopes, g0, g1, r0, r1, cols):
+    """The gradient chain of one tile in the fused kernel: `grad` (dA on entry) becomes the gradient of the gate
+    and score logit s q.k; returns dT, the table logits' gradient (buffer 3)."""
+    G, R, n = g1 - g0, r1 - r0, r1
+    scattered = ws.take(3, G, R, cols + 1)
+    deltas = delta[g0:g1, r0:r1].contiguous()  # held here: the kernel reads it through a raw address
+    _entry(rows, "cope_gradient_rows", A.dtype)(
+        *_address(A, grad, deltas, lo, w, D, slopes, scattered),
+        *map(ctypes.c_int64, (G * R, R, n, cols + 1, r0)),
+    )
+    return scattered
+
+
 class CoPEAttention(torch.autograd.Function):
     """CoPE attention over (N, T, d) slices with a recomputing backward pass; see the module docstring. The work
     is done by two custom ops, which torch.compile keeps opaque, so a compiled model has no graph break here."""
@@ -286,12 +400,16 @@ def cope_forward(
         out = torch.empty(*q.shape[:2], v.shape[-1], dtype=dtype, device=device)
         lse = torch.empty(*q.shape[:2], 1, dtype=dtype, device=device)
         future = {}
+        rows = rows_kernel(device, dtype)
         for g0, g1, r0, r1 in tiles:
-            S = _scores(ws, qs, kf, E, table.shape[1] - 1, g0, g1, r0, r1)[0]
-            _causal(S, r0, future, float("-inf"))
-            rowmax = S.amax(-1, keepdim=True)
-            _weights(S, rowmax, r0, floor)
-            total = S.sum(-1, keepdim=True)
+            if rows is not None:
+                S, rowmax, total = _fused_weights(rows, ws, qs, kf, E, table.shape[1] - 1, g0, g1, r0, r1, floor)
+            else:
+                S = _scores(ws, qs, kf, E, table.shape[1] - 1, g0, g1, r0, r1)[0]
+                _causal(S, r0, future, float("-inf"))
+                rowmax = S.amax(-1, keepdim=True)
+                _weights(S, rowmax, r0, floor)
+                total = S.sum(-1, keepdim=True)
             lse[g0:g1, r0:r1] = rowmax + total.log()
             if dropout_p > 0:
                 S.mul_(torch.empty_like(S, dtype=torch.bool).bernoulli_(1 - dropout_p))
@@ -342,13 +460,18 @@ def cope_backward(
         ws = _Workspace(tiles, dtype, device)
         floor = math.log(torch.finfo(dtype).tiny) + EXP_FLOOR_MARGIN
         future = {}
+        rows = rows_kernel(device, dtype)
         for g0, g1, r0, r1 in tiles:
             G, R, n = g1 - g0, r1 - r0, r1
             qb, kb, vb, dOb = qs[g0:g1, r0:r1], kf[g0:g1, :n], vf[g0:g1, :n], dO[g0:g1, r0:r1]
             slopes = ws.take(5, G, R, n)
-            S, w, lo, D, cols = _scores(ws, qs, kf, E, table.shape[1] - 1, g0, g1, r0, r1, slopes)
-            _causal(S, r0, future, float("-inf"))
-            _weights(S, lse[g0:g1, r0:r1], r0, floor)  # a
+            if rows is not None:
+                clamp_at = table.shape[1] - 1
+                S, w, lo, D, cols = _fused_recompute(rows, ws, qs, kf, E, clamp_at, g0, g1, r0, r1, lse, floor)
+            else:
+                S, w, lo, D, cols = _scores(ws, qs, kf, E, table.shape[1] - 1, g0, g1, r0, r1, slopes)
+                _causal(S, r0, future, float("-inf"))
+                _weights(S, lse[g0:g1, r0:r1], r0, floor)  # a
             grad = ws.take(2, G, R, n)  # the table logits are spent
             if dropout_p > 0:
                 keep = torch.empty_like(S, dtype=torch.bool).bernoulli_(1 - dropout_p)
@@ -359,16 +482,20 @@ def cope_backward(
             else:
                 dv[g0:g1, :n].baddbmm_(S.transpose(1, 2), dOb)
                 torch.matmul(dOb, vb.transpose(1, 2), out=grad)
-            grad.sub_(delta[g0:g1, r0:r1]).mul_(S)  # gradient of the scores s (l + z)
-            upper = torch.mul(w, grad, out=ws.take(3, G, R, n))  # w G, to T[lo + 1]
-            lower = torch.sub(grad, upper, out=w)  # (1 - w) G, to T[lo]
-            scattered = ws.take(0, G, R, cols + 1)  # the attention weights are spent
-            scattered.zero_().scatter_add_(-1, lo, lower)
-            scattered[..., 1:].scatter_add_(-1, lo, upper)  # dT
+            if rows is not None:
+                scattered = _fused_gradient(rows, ws, S, grad, delta, lo, w, D, slopes, g0, g1, r0, r1, cols)
+            else:
+                grad.sub_(delta[g0:g1, r0:r1]).mul_(S)  # gradient of the scores s (l + z)
+                upper = torch.mul(w, grad, out=ws.take(3, G, R, n))  # w G, to T[lo + 1]
+                lower = torch.sub(grad, upper, out=w)  # (1 - w) G, to T[lo]
+                scattered = ws.take(0, G, R, cols + 1)  # the attention weights are spent
+                scattered.zero_().scatter_add_(-1, lo, lower)
+                scattered[..., 1:].scatter_add_(-1, lo, upper)  # dT
             dq = scattered @ E[:, : cols + 1].T
             dE[:, : cols + 1].addmm_(qb.reshape(G * R, -1).T, scattered.view(G * R, cols + 1))
-            D.mul_(grad).cumsum_(-1)  # dg_it = sum_{j<=t} grad_ij D_i[lo_ij]
-            grad.addcmul_(D, slopes)  # gradient of the gate logit s l: g (1 - g) kept from _scores
+            if rows is None:
+                D.mul_(grad).cumsum_(-1)  # dg_it = sum_{j<=t} grad_ij D_i[lo_ij]
+                grad.addcmul_(D, slopes)  # gradient of the gate logit s l: g (1 - g) kept from _scores
             dq.baddbmm_(grad, kb)
             dqs[g0:g1, r0:r1] += dq
             dk[g0:g1, :n].baddbmm_(grad.transpose(1, 2), qb)

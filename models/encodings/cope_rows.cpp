@@ -1,0 +1,235 @@
+// CoPE's elementwise chain over the rows of one tile, fused (issue 67): models/encodings/cope.py does the tile's
+// matrix products and calls these through ctypes. A tile is G slices x R query rows (query i = r0 + the row's
+// index within its slice) over keys 0..n-1; row-major buffers of G R rows:
+//   S      (rows, n)      the scaled scores s q_i . k_j on entry
+//   table  (rows, tcols)  T_i[c] = s q_i . E[c] for c < tcols (the positions the tile reaches and one more)
+// Every function works on keys j <= i of each row and writes 0 to the future keys j > i that a matrix product
+// after it reads. The definitions are the module docstring's of cope.py (p_ij the suffix sum of the gates,
+// lo = floor(p), w = p - lo, D = T[lo + 1] - T[lo], z = T[lo] + w D), and so is the exp floor.
+//
+// Built once per machine by models/native.py with -O3 -mavx2 -mfma (CoPE takes this route only on a CPU with
+// AVX2, which all three kinds the suite meets have): fp32 exponentials run 8 at a time (`exp8`, Cephes' expf
+// polynomial); the fp64 instantiation, for the tests, calls libm's exp.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace {
+
+// e^x for 8 floats, x clamped to [-87, 88] so every result is a normal float: x = n ln2 + r with |r| <= ln2 / 2,
+// e^r by Cephes' degree-6 polynomial (relative error about 1e-7), 2^n written into the exponent bits.
+inline __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);  // ln2 in two parts: exact n ln2_hi
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(bits));
+}
+
+inline float exp1(float x) {  // the same function for one value (a row's tail)
+    alignas(32) float lanes[8] = {x};
+    _mm256_store_ps(lanes, exp8(_mm256_load_ps(lanes)));
+    return lanes[0];
+}
+
+inline double exp1(double x) { return std::exp(x); }
+
+// gates[j] = sigmoid(S[j]) for j < m; returns their sum (in fp32 lanes: only a bound is made of it). A logit
+// below -80 gives a gate of about 1.8e-35 rather than 0 (the exp's clamp): no subnormal is ever formed, and a sum
+// of gates moves by less than its rounding.
+inline double sigmoid_row(const float* S, float* gates, int64_t m) {
+    const __m256 one = _mm256_set1_ps(1.0f), cap = _mm256_set1_ps(80.0f);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 8 <= m; j += 8) {
+        const __m256 e = exp8(_mm256_min_ps(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_loadu_ps(S + j)), cap));
+        const __m256 g = _mm256_div_ps(one, _mm256_add_ps(one, e));
+        _mm256_storeu_ps(gates + j, g);
+        acc = _mm256_add_ps(acc, g);
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, acc);
+    double total = 0;
+    for (float lane : lanes) total += lane;
+    for (; j < m; ++j) total += (gates[j] = 1.0f / (1.0f + exp1(std::fmin(-S[j], 80.0f))));
+    return total;
+}
+
+inline double sigmoid_row(const double* S, double* gates, int64_t m) {
+    double total = 0;
+    for (int64_t j = 0; j < m; ++j) total += (gates[j] = 1.0 / (1.0 + std::exp(-S[j])));
+    return total;
+}
+
+// S[j] = exp(max(S[j] - centre, floor)) for j < m; returns their sum.
+inline float exp_row(float* S, int64_t m, float centre, float floor) {
+    const __m256 c = _mm256_set1_ps(centre), f = _mm256_set1_ps(floor);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 8 <= m; j += 8) {
+        const __m256 e = exp8(_mm256_max_ps(_mm256_sub_ps(_mm256_loadu_ps(S + j), c), f));
+        _mm256_storeu_ps(S + j, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, acc);
+    float total = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+    for (; j < m; ++j) total += (S[j] = exp1(std::fmax(S[j] - centre, floor)));
+    return total;
+}
+
+inline double exp_row(double* S, int64_t m, double centre, double floor) {
+    double total = 0;
+    for (int64_t j = 0; j < m; ++j) total += (S[j] = std::exp(std::fmax(S[j] - centre, floor)));
+    return total;
+}
+
+struct Tile {
+    int64_t rows, R, n, tcols, r0, last;  // last: the largest position (p is clamped there)
+    int64_t query(int64_t row) const { return r0 + row % R; }
+};
+
+// The contextual positions of one row, from its gates (j <= i), walking the keys from the query down: adds the
+// interpolated position logit to S and returns the row's largest score; writes lo, w and D where asked. The
+// suffix sum runs in double, as torch's cumsum of floats accumulates on the CPU. (Tried: the positions in a pass
+// of their own and the interpolation 8 keys at a time with AVX2 gathers: 1.6 times slower on the EPYC.)
+template <typename T>
+inline T positions_row(const Tile& t, int64_t i, const T* gates, const T* table, T* S, int32_t* lo, T* w, T* D) {
+    double p = 0;
+    T best = -INFINITY;
+    for (int64_t j = i; j >= 0; --j) {
+        p += gates[j];
+        const T pc = p < double(t.last) ? T(p) : T(t.last);
+        // floor (p >= 0); the bound by tcols never binds (the caller sizes the table past the largest p) and only
+        // keeps a read inside the table
+        const int64_t l = std::min(static_cast<int64_t>(pc), t.tcols - 2);
+        const T frac = pc - T(l), below = table[l], diff = table[l + 1] - below;
+        const T s = S[j] + below + frac * diff;
+        S[j] = s;
+        best = s > best ? s : best;
+        if (lo != nullptr) {
+            lo[j] = static_cast<int32_t>(l);
+            w[j] = frac;
+            D[j] = diff;
+        }
+    }
+    return best;
+}
+
+// The gates sigmoid(S) of every row's keys j <= i (0 in the future); returns the largest row total, from which
+// the caller bounds the positions a tile reaches (p_ij <= the total of row i) and so its table's columns.
+template <typename T>
+double gates_rows(const Tile& t, const T* S, T* gates) {
+    double most = 0;
+    for (int64_t row = 0; row < t.rows; ++row) {
+        const int64_t i = t.query(row), m = i + 1;
+        T* g = gates + row * t.n;
+        const double total = sigmoid_row(S + row * t.n, g, m);
+        most = total > most ? total : most;
+        for (int64_t j = m; j < t.n; ++j) g[j] = 0;
+    }
+    return most;
+}
+
+// Forward: S becomes the unnormalised weights exp(score - rowmax) (0 in the future); rowmax and rowsum per row.
+template <typename T>
+void forward_rows(const Tile& t, T* S, const T* gates, const T* table, T* rowmax, T* rowsum, T floor) {
+    for (int64_t row = 0; row < t.rows; ++row) {
+        const int64_t i = t.query(row), m = i + 1;
+        T* s = S + row * t.n;
+        const T best = positions_row<T>(t, i, gates + row * t.n, table + row * t.tcols, s, nullptr, nullptr, nullptr);
+        rowsum[row] = exp_row(s, m, best, floor);
+        rowmax[row] = best;
+        for (int64_t j = m; j < t.n; ++j) s[j] = 0;
+    }
+}
+
+// Backward, first half: the forward pass again (slopes holding the gates on entry), S becoming the attention
+// weights exp(score - lse) and slopes the gates' derivative g (1 - g); lo, w and D kept for the second half (all 0
+// in the future).
+template <typename T>
+void recompute_rows(const Tile& t, T* S, T* slopes, int32_t* lo, T* w, T* D, const T* table, const T* lse, T floor) {
+    for (int64_t row = 0; row < t.rows; ++row) {
+        const int64_t i = t.query(row), m = i + 1, at = row * t.n;
+        T *s = S + at, *g = slopes + at;
+        positions_row<T>(t, i, g, table + row * t.tcols, s, lo + at, w + at, D + at);
+        for (int64_t j = 0; j < m; ++j) g[j] -= g[j] * g[j];
+        exp_row(s, m, lse[row], floor);
+        for (int64_t j = m; j < t.n; ++j) s[j] = g[j] = w[j] = D[j] = 0, lo[j] = 0;
+    }
+}
+
+// Backward, second half. On entry grad holds dA = dO v^T (dropout's mask applied); on exit the gradient of the
+// gate logits' and scores' common argument s q.k: G + dg g (1 - g), with G = a (dA - delta) and dg_it the prefix
+// sum over j <= t of G_ij D_ij. dtable (rows, tcols) receives each row's (1 - w) G at lo and w G at lo + 1.
+template <typename T>
+void gradient_rows(const Tile& t, const T* A, T* grad, const T* delta, const int32_t* lo, const T* w, const T* D,
+                   const T* slopes, T* dtable) {
+    for (int64_t row = 0; row < t.rows; ++row) {
+        const int64_t i = t.query(row), m = i + 1, at = row * t.n;
+        const T *a = A + at, *wr = w + at, *d = D + at, *sl = slopes + at;
+        const int32_t* l = lo + at;
+        T *gr = grad + at, *dt = dtable + row * t.tcols;
+        for (int64_t c = 0; c < t.tcols; ++c) dt[c] = 0;
+        const auto key = [&](int64_t j) {  // G_ij, scattered to the table; returns G_ij D_ij
+            const T G = a[j] * (gr[j] - delta[row]), upper = wr[j] * G;
+            dt[l[j]] += G - upper;
+            dt[l[j] + 1] += upper;
+            gr[j] = G;
+            return double(G * d[j]);
+        };
+        double dg = 0;  // the prefix sums in double, four keys a step as in positions_row
+        int64_t j = 0;
+        for (; j + 4 <= m; j += 4) {
+            const double x0 = key(j), x01 = x0 + key(j + 1), x2 = key(j + 2), x012 = x01 + x2;
+            const double x0123 = x01 + (x2 + key(j + 3));
+            gr[j] += T(dg + x0) * sl[j];
+            gr[j + 1] += T(dg + x01) * sl[j + 1];
+            gr[j + 2] += T(dg + x012) * sl[j + 2];
+            gr[j + 3] += T(dg + x0123) * sl[j + 3];
+            dg += x0123;
+        }
+        for (; j < m; ++j) {
+            dg += key(j);
+            gr[j] += T(dg) * sl[j];
+        }
+        for (int64_t j = m; j < t.n; ++j) gr[j] = 0;
+    }
+}
+
+}  // namespace
+
+#define COPE_ROWS_EXPORTS(T, suffix)                                                                              \
+    extern "C" double cope_gates_rows_##suffix(const T* S, T* gates, int64_t rows, int64_t R, int64_t n,          \
+                                               int64_t r0) {                                                      \
+        return gates_rows<T>({rows, R, n, 0, r0, 0}, S, gates);                                                   \
+    }                                                                                                             \
+    extern "C" void cope_forward_rows_##suffix(T* S, const T* gates, const T* table, T* rowmax, T* rowsum,        \
+                                               int64_t rows, int64_t R, int64_t n, int64_t tcols, int64_t r0,     \
+                                               int64_t last, double floor) {                                      \
+        forward_rows<T>({rows, R, n, tcols, r0, last}, S, gates, table, rowmax, rowsum, static_cast<T>(floor));  \
+    }                                                                                                             \
+    extern "C" void cope_recompute_rows_##suffix(T* S, T* slopes, int32_t* lo, T* w, T* D, const T* table,        \
+                                                 const T* lse, int64_t rows, int64_t R, int64_t n, int64_t tcols, \
+                                                 int64_t r0, int64_t last, double floor) {                        \
+        recompute_rows<T>({rows, R, n, tcols, r0, last}, S, slopes, lo, w, D, table, lse, static_cast<T>(floor)); \
+    }                                                                                                             \
+    extern "C" void cope_gradient_rows_##suffix(const T* A, T* grad, const T* delta, const int32_t* lo,           \
+                                                const T* w, const T* D, const T* slopes, T* dtable, int64_t rows, \
+                                                int64_t R, int64_t n, int64_t tcols, int64_t r0) {                \
+        gradient_rows<T>({rows, R, n, tcols, r0, 0}, A, grad, delta, lo, w, D, slopes, dtable);                  \
+    }
+
+COPE_ROWS_EXPORTS(float, f32)
+COPE_ROWS_EXPORTS(double, f64)
