@@ -298,6 +298,27 @@ def test_saturated_gates_on_either_route(gates, route):
     assert_gradients_equal(torch.autograd.grad(out, (q, k, v, table), grad_out), expected, (q, k, v, table), grad_out)
 
 
+@pytest.mark.parametrize("gates", ["open", "mixed", "closed"])
+def test_fp32_fused_chain_against_fp64(gates):
+    """The fp32 chain's own paths (8 keys a step from two loads of the table, one key a step near the table's end
+    or past T's clamp), against the formula in fp64: gates near 1 (positions clamp at npos - 1 = 47 for T 100),
+    mixed, near 0 (a few table columns)."""
+    fused_kernel_or_skip()
+    q, k, v, table = inputs(2, 2, 100, 8, 48, seed=9, spread=1.0)
+    with torch.no_grad():
+        if gates != "mixed":
+            q.abs_()
+            k.abs_().mul_(3 if gates == "open" else -3)
+    grad_out = torch.randn(2, 2, 100, 8, dtype=torch.float64)
+    expected = cope_reference(q, k, v, table)
+    want = [expected, *torch.autograd.grad(expected, (q, k, v, table), grad_out)]
+    single = [t.detach().float().requires_grad_() for t in (q, k, v, table)]
+    out = kernel(*single, tile_bytes=1 << 16)
+    got = [out, *torch.autograd.grad(out, single, grad_out.float())]
+    for name, a, b in zip(["out", "q", "k", "v", "table"], got, want, strict=True):
+        assert (a.double() - b).abs().max() <= 1e-5 * b.abs().max(), name
+
+
 def test_fp32_routes_against_fp64():
     """In fp32, at a row length where the sums matter (T 300), both routes are near the fp64 values, and the
     fused chain (sums of gates in double, Cephes' exp) is no farther from them than the operators are."""

@@ -55,17 +55,19 @@ Algebra that keeps it lean (s = 1/sqrt(d), qs = s q; the kernel works on the sca
   argument below log(FLT_MIN), the masked -inf included): a weight below 1.9e-38 (fp32) becomes that, which moves
   no row's sum or output.
 The fused row chain (revision 3, issue 67). On the CPU the elementwise chain between a tile's products runs in
-C++ (cope_rows.cpp, built once per machine by models.native and called through ctypes), one pass a row where
+C++ (cope_rows.cpp, built once per machine by models.native and called through ctypes), a few passes a row where
 the operators above take about twenty: the gates and each row's total (8 exponentials at a time); the suffix
-sums (in double, as torch's cumsum of floats accumulates), the interpolation and the row's max in one walk from
-the query down; the exponentials and their sum. The backward pass recomputes the same way, keeping lo, w, D and
-g (1 - g) for one more pass that scatters dT, forms G and the prefix sums of G D. The gates come before the table
-product, so it covers only the positions the tile reaches (a row's total of gates bounds its p): about half the
-columns at initialisation, for the product and the table gradient's two. Measured on the AVX-512 EPYC (one
-thread, JSB shape, forward and backward of one attention): 2.5x rope10k's flash attention -> 1.8x. It is taken
-on a CPU with AVX2 (all three kinds the suite meets) in fp32 or fp64, wherever the library builds; elsewhere (a
-GPU, bf16 outside autocast, no compiler: a warning says why) the operators run, and both equal the formula to
-float rounding (tests/test_cope.py: fp64 to 1e-11, and nearer the fp64 values in fp32 than the operators are).
+sums (in double, as torch's cumsum of floats accumulates) in one walk from the query down; the interpolation and
+the row's max 8 keys at a time (their positions fall by at most 7, so T[lo] and T[lo + 1] come from two loads of
+the table and permutes, no gather); the exponentials and their sum. The backward pass recomputes the same way,
+keeping lo, w, D and g (1 - g) for one more walk that scatters dT, forms G and the prefix sums of G D. The gates
+come before the table product, so it covers only the positions the tile reaches (a row's total of gates bounds its
+p): about half the columns at initialisation, for the product and the table gradient's two. Measured on the
+AVX-512 EPYC (one thread, JSB shape, forward and backward of one attention): 2.5x rope10k's flash attention ->
+1.6x. It is taken on a CPU with AVX2 (all three kinds the suite meets) in fp32 or fp64, wherever the library
+builds; elsewhere (a GPU, bf16 outside autocast, no compiler: a warning says why) the operators run, and both
+equal the formula to float rounding (tests/test_cope.py: fp64 to 1e-11, fp32 within 1e-5 of the fp64 values and
+nearer them than the operators are).
 `describe` says which a run took.
 Under bf16 autocast the kernel computes in fp32 (gates, their sums, the softmax) and returns the input dtype.
 Attention dropout draws one bool mask per tile from the global RNG (one `bernoulli_` per tile, the draws of one

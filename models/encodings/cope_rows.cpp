@@ -100,31 +100,92 @@ struct Tile {
     int64_t query(int64_t row) const { return r0 + row % R; }
 };
 
-// The contextual positions of one row, from its gates (j <= i), walking the keys from the query down: adds the
-// interpolated position logit to S and returns the row's largest score; writes lo, w and D where asked. The
-// suffix sum runs in double, as torch's cumsum of floats accumulates on the CPU. (Tried: the positions in a pass
-// of their own and the interpolation 8 keys at a time with AVX2 gathers: 1.6 times slower on the EPYC.)
+// The contextual positions of one row's keys j <= i from its gates: p_ij = min(sum_{t=j..i} g_it, last), written
+// to `p` (which may be the gates themselves), walking from the query down. The sums run in double (as torch's cumsum
+// of floats accumulates on the CPU), four keys a step: each of the four adds its partial sum of the step's gates to
+// the sum before the step, so the loop-carried chain is one add a step rather than four, and a sum still never
+// decreases towards key 0 (the interpolation below relies on that).
 template <typename T>
-inline T positions_row(const Tile& t, int64_t i, const T* gates, const T* table, T* S, int32_t* lo, T* w, T* D) {
-    double p = 0;
-    T best = -INFINITY;
-    for (int64_t j = i; j >= 0; --j) {
-        p += gates[j];
-        const T pc = p < double(t.last) ? T(p) : T(t.last);
-        // floor (p >= 0); the bound by tcols never binds (the caller sizes the table past the largest p) and only
-        // keeps a read inside the table
-        const int64_t l = std::min(static_cast<int64_t>(pc), t.tcols - 2);
-        const T frac = pc - T(l), below = table[l], diff = table[l + 1] - below;
-        const T s = S[j] + below + frac * diff;
-        S[j] = s;
-        best = s > best ? s : best;
+inline void suffix_positions(const T* gates, T* p, int64_t i, int64_t last) {
+    const auto put = [&](int64_t j, double sum) { p[j] = sum < double(last) ? T(sum) : T(last); };
+    double sum = 0;
+    int64_t j = i;
+    for (; j >= 3; j -= 4) {
+        const double g0 = gates[j], g01 = g0 + double(gates[j - 1]), g2 = gates[j - 2];
+        const double g012 = g01 + g2, g0123 = g01 + (g2 + double(gates[j - 3]));
+        put(j, sum + g0);
+        put(j - 1, sum + g01);
+        put(j - 2, sum + g012);
+        put(j - 3, sum + g0123);
+        sum += g0123;
+    }
+    for (; j >= 0; --j) put(j, sum += gates[j]);
+}
+
+// One key's interpolated position logit: S[j] += T[lo] + w D with lo = floor(p), w = p - lo, D = T[lo + 1] - T[lo];
+// returns the new score. The bound by tcols never binds (the caller sizes the table past the largest p) and only
+// keeps a read inside the table.
+template <typename T>
+inline T interpolate_key(int64_t j, T* S, const T* p, const T* table, int64_t tcols, int32_t* lo, T* w, T* D) {
+    const int32_t l = std::min(static_cast<int32_t>(p[j]), static_cast<int32_t>(tcols - 2));
+    const T frac = p[j] - T(l), below = table[l], diff = table[l + 1] - below;
+    const T score = std::fma(frac, diff, S[j] + below);
+    S[j] = score;
+    if (lo != nullptr) lo[j] = l, w[j] = frac, D[j] = diff;
+    return score;
+}
+
+// The interpolated position logits of keys j < m (interpolate_key for each; w may be p itself); returns the row's
+// largest score. Eight keys at a time: their positions fall by at most 7 (gates are at most 1) from the first to the
+// last, so their floors span at most 9 table entries past the last key's, T[lo] and T[lo + 1] come from two loads of
+// 8 there and two permutes each, no gather (AVX2's gathers are slow on the EPYC: 1.6x slower than scalar loads).
+// A block near the table's end, or one whose floors span more (not expected), takes the scalar path.
+inline float interpolate_row(float* S, const float* p, const float* table, int64_t m, int64_t tcols, int32_t* lo,
+                             float* w, float* D) {
+    const __m256i top = _mm256_set1_epi32(static_cast<int32_t>(tcols - 2)), seven = _mm256_set1_epi32(7);
+    const __m256i one = _mm256_set1_epi32(1), eight = _mm256_set1_epi32(8), none = _mm256_set1_epi32(-1);
+    __m256 best = _mm256_set1_ps(-INFINITY);
+    float most = -INFINITY;
+    int64_t j = 0;
+    for (; j + 8 <= m; j += 8) {
+        const __m256 pc = _mm256_loadu_ps(p + j);
+        const __m256i l = _mm256_min_epi32(_mm256_cvttps_epi32(pc), top);  // floor: p >= 0
+        const int32_t base = _mm256_extract_epi32(l, 7);  // the block's smallest floor (p falls with j)
+        const __m256i at = _mm256_sub_epi32(l, _mm256_set1_epi32(base));
+        const __m256i outside = _mm256_or_si256(_mm256_cmpgt_epi32(at, eight), _mm256_cmpgt_epi32(at, none) ^ none);
+        if (base + 16 > tcols || !_mm256_testz_si256(outside, outside)) {
+            for (int64_t k = j; k < j + 8; ++k) most = std::fmax(most, interpolate_key(k, S, p, table, tcols, lo, w, D));
+            continue;
+        }
+        const __m256 first = _mm256_loadu_ps(table + base), second = _mm256_loadu_ps(table + base + 8);
+        const __m256i next = _mm256_add_epi32(at, one);
+        const __m256 below = _mm256_blendv_ps(_mm256_permutevar8x32_ps(first, at), _mm256_permutevar8x32_ps(second, at),
+                                              _mm256_castsi256_ps(_mm256_cmpgt_epi32(at, seven)));
+        const __m256 above = _mm256_blendv_ps(_mm256_permutevar8x32_ps(first, next),
+                                              _mm256_permutevar8x32_ps(second, next),
+                                              _mm256_castsi256_ps(_mm256_cmpgt_epi32(next, seven)));
+        const __m256 frac = _mm256_sub_ps(pc, _mm256_cvtepi32_ps(l)), diff = _mm256_sub_ps(above, below);
+        const __m256 score = _mm256_fmadd_ps(frac, diff, _mm256_add_ps(_mm256_loadu_ps(S + j), below));
+        _mm256_storeu_ps(S + j, score);
+        best = _mm256_max_ps(best, score);
         if (lo != nullptr) {
-            lo[j] = static_cast<int32_t>(l);
-            w[j] = frac;
-            D[j] = diff;
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + j), l);
+            _mm256_storeu_ps(w + j, frac);
+            _mm256_storeu_ps(D + j, diff);
         }
     }
-    return best;
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, best);
+    for (float lane : lanes) most = std::fmax(most, lane);
+    for (; j < m; ++j) most = std::fmax(most, interpolate_key(j, S, p, table, tcols, lo, w, D));
+    return most;
+}
+
+inline double interpolate_row(double* S, const double* p, const double* table, int64_t m, int64_t tcols,
+                              int32_t* lo, double* w, double* D) {
+    double most = -INFINITY;
+    for (int64_t j = 0; j < m; ++j) most = std::fmax(most, interpolate_key(j, S, p, table, tcols, lo, w, D));
+    return most;
 }
 
 // The gates sigmoid(S) of every row's keys j <= i (0 in the future); returns the largest row total, from which
@@ -143,12 +204,14 @@ double gates_rows(const Tile& t, const T* S, T* gates) {
 }
 
 // Forward: S becomes the unnormalised weights exp(score - rowmax) (0 in the future); rowmax and rowsum per row.
+// The gates become the positions.
 template <typename T>
-void forward_rows(const Tile& t, T* S, const T* gates, const T* table, T* rowmax, T* rowsum, T floor) {
+void forward_rows(const Tile& t, T* S, T* gates, const T* table, T* rowmax, T* rowsum, T floor) {
     for (int64_t row = 0; row < t.rows; ++row) {
         const int64_t i = t.query(row), m = i + 1;
-        T* s = S + row * t.n;
-        const T best = positions_row<T>(t, i, gates + row * t.n, table + row * t.tcols, s, nullptr, nullptr, nullptr);
+        T *s = S + row * t.n, *p = gates + row * t.n;
+        suffix_positions(p, p, i, t.last);
+        const T best = interpolate_row(s, p, table + row * t.tcols, m, t.tcols, nullptr, nullptr, nullptr);
         rowsum[row] = exp_row(s, m, best, floor);
         rowmax[row] = best;
         for (int64_t j = m; j < t.n; ++j) s[j] = 0;
@@ -162,8 +225,9 @@ template <typename T>
 void recompute_rows(const Tile& t, T* S, T* slopes, int32_t* lo, T* w, T* D, const T* table, const T* lse, T floor) {
     for (int64_t row = 0; row < t.rows; ++row) {
         const int64_t i = t.query(row), m = i + 1, at = row * t.n;
-        T *s = S + at, *g = slopes + at;
-        positions_row<T>(t, i, g, table + row * t.tcols, s, lo + at, w + at, D + at);
+        T *s = S + at, *g = slopes + at, *p = w + at;
+        suffix_positions(g, p, i, t.last);
+        interpolate_row(s, p, table + row * t.tcols, m, t.tcols, lo + at, p, D + at);  // w in place of p
         for (int64_t j = 0; j < m; ++j) g[j] -= g[j] * g[j];
         exp_row(s, m, lse[row], floor);
         for (int64_t j = m; j < t.n; ++j) s[j] = g[j] = w[j] = D[j] = 0, lo[j] = 0;
@@ -173,6 +237,8 @@ void recompute_rows(const Tile& t, T* S, T* slopes, int32_t* lo, T* w, T* D, con
 // Backward, second half. On entry grad holds dA = dO v^T (dropout's mask applied); on exit the gradient of the
 // gate logits' and scores' common argument s q.k: G + dg g (1 - g), with G = a (dA - delta) and dg_it the prefix
 // sum over j <= t of G_ij D_ij. dtable (rows, tcols) receives each row's (1 - w) G at lo and w G at lo + 1.
+// (Tried: four copies of the row of dT, key j adding into copy j mod 4, so that neighbours sharing lo do not wait
+// on each other's stores: 1.2x slower, the copies' zeroing and sum costing more than the waits.)
 template <typename T>
 void gradient_rows(const Tile& t, const T* A, T* grad, const T* delta, const int32_t* lo, const T* w, const T* D,
                    const T* slopes, T* dtable) {
@@ -189,7 +255,7 @@ void gradient_rows(const Tile& t, const T* A, T* grad, const T* delta, const int
             gr[j] = G;
             return double(G * d[j]);
         };
-        double dg = 0;  // the prefix sums in double, four keys a step as in positions_row
+        double dg = 0;  // the prefix sums in double, four keys a step as in suffix_positions
         int64_t j = 0;
         for (; j + 4 <= m; j += 4) {
             const double x0 = key(j), x01 = x0 + key(j + 1), x2 = key(j + 2), x012 = x01 + x2;
@@ -204,7 +270,7 @@ void gradient_rows(const Tile& t, const T* A, T* grad, const T* delta, const int
             dg += key(j);
             gr[j] += T(dg) * sl[j];
         }
-        for (int64_t j = m; j < t.n; ++j) gr[j] = 0;
+        for (int64_t k = m; k < t.n; ++k) gr[k] = 0;
     }
 }
 
@@ -215,7 +281,7 @@ void gradient_rows(const Tile& t, const T* A, T* grad, const T* delta, const int
                                                int64_t r0) {                                                      \
         return gates_rows<T>({rows, R, n, 0, r0, 0}, S, gates);                                                   \
     }                                                                                                             \
-    extern "C" void cope_forward_rows_##suffix(T* S, const T* gates, const T* table, T* rowmax, T* rowsum,        \
+    extern "C" void cope_forward_rows_##suffix(T* S, T* gates, const T* table, T* rowmax, T* rowsum,        \
                                                int64_t rows, int64_t R, int64_t n, int64_t tcols, int64_t r0,     \
                                                int64_t last, double floor) {                                      \
         forward_rows<T>({rows, R, n, tcols, r0, last}, S, gates, table, rowmax, rowsum, static_cast<T>(floor));  \
