@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from models import native
-from models.encodings import build_encoding
+from models.encodings import build_encoding, cope_rows
 from models.encodings import cope as cope_module
 from models.encodings.cope import CoPEAttention, _plan, _setup
 from models.gpt import GPT, GPTConfig
@@ -22,7 +22,7 @@ def fused_kernel_or_skip():
     where both exist fails."""
     rows = cope_module.rows_kernel(torch.device("cpu"), torch.float64)
     if rows is None:
-        why = native.why_not(cope_module.ROWS_SOURCE)
+        why = cope_rows.why_not()
         if native.cpu_has_avx2() and (why is None or "no C++ compiler" not in why):
             pytest.fail(f"the fused row kernel did not build on a CPU with AVX2: {why}")
         pytest.skip(f"no fused row kernel on this machine: {why or 'no AVX2'}")
