@@ -23,6 +23,7 @@ from models.biased_attention import (
     tiled_causal_attention,
 )
 from models.gpt import GPT, GPTConfig
+from tests.training_fixtures import short_training_scores
 
 F64 = torch.float64
 
@@ -349,24 +350,10 @@ def test_a_short_training_on_either_path_scores_every_example_alike(pe, monkeypa
     the encoding's previous revision (the math blocks over the dense term; PoPE's flash kernel), from one
     initialisation on the same batches: each example's mean NLL agrees within 1e-4 nats, ten times inside the
     cross-machine bound that a run of another revision is reproduced within (pipelines.runs.tolerance)."""
-    torch.manual_seed(0)
-    initial = GPT(GPTConfig(vocab_size=30, context=64, n_layer=2, n_head=2, d_model=32, pe=pe)).state_dict()
-    g = torch.Generator().manual_seed(1)
-    batches = [torch.randint(0, 30, (4, 65), generator=g) for _ in range(20)]
-    test = torch.randint(0, 30, (8, 65), generator=g)
-    scores = []
-    for lagged in (True, False):
+
+    def route(lagged: bool) -> None:
         if not lagged:
             monkeypatch.setattr(gpt_module, "tiled_route", lambda q, dropout_p: False)
-        model = GPT(GPTConfig(vocab_size=30, context=64, n_layer=2, n_head=2, d_model=32, pe=pe))
-        model.load_state_dict(initial)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-        for batch in batches:
-            loss = F.cross_entropy(model(batch[:, :-1]).reshape(-1, 30), batch[:, 1:].reshape(-1))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        with torch.no_grad():
-            logits = model.eval()(test[:, :-1])
-        scores.append(F.cross_entropy(logits.transpose(1, 2), test[:, 1:], reduction="none").double().mean(1))
+
+    scores = short_training_scores(pe, route)
     assert (scores[0] - scores[1]).abs().max() < 1e-4, (scores[0] - scores[1]).abs().max()

@@ -15,6 +15,7 @@ from models.encodings import cope as cope_module
 from models.encodings.cope import CoPEAttention, _plan, _setup
 from models.gpt import GPT, GPTConfig
 from tests.reference_encodings import cope_by_loops
+from tests.training_fixtures import short_training_scores
 
 
 def fused_kernel_or_skip():
@@ -351,29 +352,12 @@ def test_a_short_training_on_either_route_scores_every_example_alike(monkeypatch
     arithmetic), from one initialisation on the same batches: each example's mean NLL agrees within 1e-4 nats,
     ten times inside the cross-machine bound a run of another revision is reproduced within."""
     fused_kernel_or_skip()
-    torch.manual_seed(0)
-    config = GPTConfig(vocab_size=30, context=64, n_layer=2, n_head=2, d_model=32, pe="cope")
-    initial = GPT(config).state_dict()
-    g = torch.Generator().manual_seed(1)
-    batches = [torch.randint(0, 30, (4, 65), generator=g) for _ in range(20)]
-    test = torch.randint(0, 30, (8, 65), generator=g)
-    scores = []
-    for fused in (True, False):
+
+    def route(fused: bool) -> None:
         if not fused:
             monkeypatch.setattr(cope_module, "rows_kernel", lambda device, dtype: None)
-        model = GPT(config)
-        model.load_state_dict(initial)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-        for batch in batches:
-            loss = torch.nn.functional.cross_entropy(model(batch[:, :-1]).reshape(-1, 30), batch[:, 1:].reshape(-1))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        with torch.no_grad():
-            logits = model.eval()(test[:, :-1])
-        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), test[:, 1:], reduction="none")
-        scores.append(nll.double().mean(1))
-    assert model.encoding.table.abs().sum() > 0  # the table trained
+
+    scores = short_training_scores("cope", route)
     assert (scores[0] - scores[1]).abs().max() < 1e-4, (scores[0] - scores[1]).abs().max()
 
 

@@ -1,5 +1,6 @@
 """Callbacks and helpers the training tests share: a kill at a chosen step (raised, or a real kill -9 of a
-training subprocess), and a record of the batches the model takes, to check what a resumed run does."""
+training subprocess), a record of the batches the model takes, to check what a resumed run does, and a short
+training whose per-example scores two computation paths of one encoding must share."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from lightning.pytorch.callbacks import Callback
 
 REPO = Path(__file__).resolve().parents[1]
@@ -140,3 +143,32 @@ def stream_digests(cfg, steps) -> list[tuple[int, str]]:
 
     stream = build_datamodule(cfg).train_stream()
     return [(step, batch_digest(stream.batch(step))) for step in steps]
+
+
+def short_training_scores(pe: str, route: Callable[[bool], None]) -> list[torch.Tensor]:
+    """Twenty AdamW steps of a small model of encoding `pe` from one initialisation on the same batches, once with
+    `route(True)` called first and once after `route(False)` (each switching the path under test), then each
+    example's mean NLL on one test batch: the two runs' scores, fp64."""
+    from models.gpt import GPT, GPTConfig
+
+    config = GPTConfig(vocab_size=30, context=64, n_layer=2, n_head=2, d_model=32, pe=pe)
+    torch.manual_seed(0)
+    initial = GPT(config).state_dict()
+    g = torch.Generator().manual_seed(1)
+    batches = [torch.randint(0, 30, (4, 65), generator=g) for _ in range(20)]
+    test = torch.randint(0, 30, (8, 65), generator=g)
+    scores = []
+    for first in (True, False):
+        route(first)
+        model = GPT(config)
+        model.load_state_dict(initial)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        for batch in batches:
+            loss = F.cross_entropy(model(batch[:, :-1]).reshape(-1, 30), batch[:, 1:].reshape(-1))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        with torch.no_grad():
+            logits = model.eval()(test[:, :-1])
+        scores.append(F.cross_entropy(logits.transpose(1, 2), test[:, 1:], reduction="none").double().mean(1))
+    return scores
