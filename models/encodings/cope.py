@@ -314,13 +314,12 @@ def cope_forward(
         lse = torch.empty(*q.shape[:2], 1, dtype=dtype, device=device)
         future = {}
         rows = rows_kernel(device, dtype)
+        clamp_at = table.shape[1] - 1  # p is clamped at npos - 1
         for g0, g1, r0, r1 in tiles:
             if rows is not None:
-                S, rowmax, total = cope_rows.fused_weights(
-                    rows, ws, qs, kf, E, table.shape[1] - 1, g0, g1, r0, r1, floor
-                )
+                S, rowmax, total = cope_rows.fused_weights(rows, ws, qs, kf, E, clamp_at, g0, g1, r0, r1, floor)
             else:
-                S = _scores(ws, qs, kf, E, table.shape[1] - 1, g0, g1, r0, r1)[0]
+                S = _scores(ws, qs, kf, E, clamp_at, g0, g1, r0, r1)[0]
                 _causal(S, r0, future, float("-inf"))
                 rowmax = S.amax(-1, keepdim=True)
                 _weights(S, rowmax, r0, floor)
@@ -376,15 +375,15 @@ def cope_backward(
         floor = math.log(torch.finfo(dtype).tiny) + EXP_FLOOR_MARGIN
         future = {}
         rows = rows_kernel(device, dtype)
+        clamp_at = table.shape[1] - 1  # p is clamped at npos - 1
         for g0, g1, r0, r1 in tiles:
             G, R, n = g1 - g0, r1 - r0, r1
             qb, kb, vb, dOb = qs[g0:g1, r0:r1], kf[g0:g1, :n], vf[g0:g1, :n], dO[g0:g1, r0:r1]
             slopes = ws.take(5, G, R, n)
             if rows is not None:
-                clamp_at = table.shape[1] - 1
                 S, w, lo, D, cols = cope_rows.fused_recompute(rows, ws, qs, kf, E, clamp_at, g0, g1, r0, r1, lse, floor)
             else:
-                S, w, lo, D, cols = _scores(ws, qs, kf, E, table.shape[1] - 1, g0, g1, r0, r1, slopes)
+                S, w, lo, D, cols = _scores(ws, qs, kf, E, clamp_at, g0, g1, r0, r1, slopes)
                 _causal(S, r0, future, float("-inf"))
                 _weights(S, lse[g0:g1, r0:r1], r0, floor)  # a
             grad = ws.take(2, G, R, n)  # the table logits are spent
@@ -406,11 +405,10 @@ def cope_backward(
                 scattered = ws.take(0, G, R, cols + 1)  # the attention weights are spent
                 scattered.zero_().scatter_add_(-1, lo, lower)
                 scattered[..., 1:].scatter_add_(-1, lo, upper)  # dT
-            dq = scattered @ E[:, : cols + 1].T
-            dE[:, : cols + 1].addmm_(qb.reshape(G * R, -1).T, scattered.view(G * R, cols + 1))
-            if rows is None:
                 D.mul_(grad).cumsum_(-1)  # dg_it = sum_{j<=t} grad_ij D_i[lo_ij]
                 grad.addcmul_(D, slopes)  # gradient of the gate logit s l: g (1 - g) kept from _scores
+            dq = scattered @ E[:, : cols + 1].T
+            dE[:, : cols + 1].addmm_(qb.reshape(G * R, -1).T, scattered.view(G * R, cols + 1))
             dq.baddbmm_(grad, kb)
             dqs[g0:g1, r0:r1] += dq
             dk[g0:g1, :n].baddbmm_(grad.transpose(1, 2), qb)
