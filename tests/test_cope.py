@@ -367,4 +367,4 @@ def test_a_run_records_the_route_it_took(monkeypatch):
         assert cope.describe()["cpu_route"] == "fused row chain (cope_rows.cpp)"
     monkeypatch.setattr(cope_module, "rows_kernel", lambda device, dtype: None)
     assert cope.describe()["cpu_route"].startswith("PyTorch operators (")
-    assert cope.describe()["revision"] == 3
+    assert cope.describe()["revision"] == 4

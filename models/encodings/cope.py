@@ -54,13 +54,15 @@ Algebra that keeps it lean (s = 1/sqrt(d), qs = s q; the kernel works on the sca
   before exp and the future zeroed after it (models.biased_attention: torch's exp is 4 to 35 times slower on an
   argument below log(FLT_MIN), the masked -inf included): a weight below 1.9e-38 (fp32) becomes that, which moves
   no row's sum or output.
-The fused row chain (revision 3, issue 67). On the CPU the elementwise chain between a tile's products runs in
+The fused row chain (revisions 3 and 4, issue 67). On the CPU the elementwise chain between a tile's products runs in
 C++ (cope_rows.cpp, built once per machine by models.native and called through ctypes), a few passes a row where
 the operators above take about twenty: the gates and each row's total (8 exponentials at a time); the suffix
-sums (in double, as torch's cumsum of floats accumulates) in one walk from the query down; the interpolation and
-the row's max 8 keys at a time (their positions fall by at most 7, so T[lo] and T[lo + 1] come from two loads of
-the table and permutes, no gather); the exponentials and their sum. The backward pass recomputes the same way,
-keeping lo, w, D and g (1 - g) for one more walk that scatters dT, forms G and the prefix sums of G D. The gates
+sums (in double, as torch's cumsum of floats accumulates) in one walk from the query down, four keys a step; the
+interpolation and the row's max 8 keys at a time (their positions fall by at most 7, so T[lo] and T[lo + 1] come
+from two loads of the table and permutes, no gather); the exponentials and their sum. The backward pass recomputes
+the same way, keeping lo, w, D and g (1 - g) for two more walks: G and the prefix sums of G D, 8 keys at a time;
+then dT scattered, the row's four quarters side by side (revision 4: the sums of dT's entries where two quarters
+meet are formed in another order, and multiply-adds are fused only where the source says so). The gates
 come before the table product, so it covers only the positions the tile reaches (a row's total of gates bounds its
 p): about half the columns at initialisation, for the product and the table gradient's two. Measured on the
 AVX-512 EPYC (one thread, JSB shape, forward and backward of one attention): 2.5x rope10k's flash attention ->
@@ -105,7 +107,7 @@ class CoPE(PositionalEncoding):
     name = "cope"
     takes_random_positions = False  # contextual positions come from the gates, not from the positions given
     mechanism = "scores"
-    revision = 3  # the fused row chain on the CPU (2: one table product per tile, g (1 - g) kept, the exp floor)
+    revision = 4  # dT's walk in quarters, no compiler-chosen fma (3: the fused row chain; 2: one table product a tile)
     option_rules = {
         "tile_bytes": Option(
             "whole", ">= 1", lambda v: v >= 1, optional=True, why="a tile's workspace; null: the device's default"

@@ -7,9 +7,11 @@
 // after it reads. The definitions are the module docstring's of cope.py (p_ij the suffix sum of the gates,
 // lo = floor(p), w = p - lo, D = T[lo + 1] - T[lo], z = T[lo] + w D), and so is the exp floor.
 //
-// Built once per machine by models/native.py with -O3 -mavx2 -mfma (CoPE takes this route only on a CPU with
-// AVX2, which all three kinds the suite meets have): fp32 exponentials run 8 at a time (`exp8`, Cephes' expf
-// polynomial); the fp64 instantiation, for the tests, calls libm's exp.
+// Built once per machine by models/native.py with -O3 -mavx2 -mfma -ffp-contract=off (CoPE takes this route only on
+// a CPU with AVX2, which all three kinds the suite meets have): fp32 exponentials run 8 at a time (`exp8`, Cephes'
+// expf polynomial); the fp64 instantiation, for the tests, calls libm's exp. A multiply and add are fused only where
+// the source says so (std::fma, _mm256_fmadd_ps), not where a compiler chooses to: the rounding is this file's on
+// every machine and compiler.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -120,6 +122,31 @@ inline void suffix_positions(const T* gates, T* p, int64_t i, int64_t last) {
         sum += g0123;
     }
     for (; j >= 0; --j) put(j, sum += gates[j]);
+}
+
+// The same for fp32 gates, four keys a step in AVX2 lanes of doubles, summed in exactly the pairs above (the same
+// bits as the scalar walk, checked when written): lanes [g(j-3), g(j-2), g(j-1), g(j)] become their suffix sums
+// [(a+b)+(c+d), b+(c+d), c+d, d] in two steps, and the running sum, a vector of one value, gains the step's total
+// off the positions' path.
+inline void suffix_positions(const float* gates, float* p, int64_t i, int64_t last) {
+    const __m256d cap = _mm256_set1_pd(double(last)), zero = _mm256_setzero_pd();
+    __m256d sum = zero;
+    int64_t j = i;
+    for (; j >= 3; j -= 4) {
+        const __m256d x = _mm256_cvtps_pd(_mm_loadu_ps(gates + j - 3));  // [a b c d], d = g(j)
+        // [a+b, ., c+d, d]: x plus x shifted down a lane (lane 3 adds 0)
+        const __m256d y = _mm256_add_pd(x, _mm256_blend_pd(_mm256_permute4x64_pd(x, 0xF9), zero, 0x8));
+        // [(a+b)+(c+d), b+(c+d), c+d, d]: lanes 0 and 1 add y's lane 2 to y's lane 0 and x's lane 1
+        const __m256d z = _mm256_add_pd(_mm256_blend_pd(y, x, 0x2),
+                                        _mm256_blend_pd(_mm256_permute4x64_pd(y, 0xAA), zero, 0xC));
+        _mm_storeu_ps(p + j - 3, _mm256_cvtpd_ps(_mm256_min_pd(_mm256_add_pd(sum, z), cap)));
+        sum = _mm256_add_pd(sum, _mm256_permute4x64_pd(z, 0x00));
+    }
+    double tail = _mm256_cvtsd_f64(sum);
+    for (; j >= 0; --j) {
+        tail += gates[j];
+        p[j] = tail < double(last) ? float(tail) : float(last);
+    }
 }
 
 // One key's interpolated position logit: S[j] += T[lo] + w D with lo = floor(p), w = p - lo, D = T[lo + 1] - T[lo];
@@ -234,43 +261,112 @@ void recompute_rows(const Tile& t, T* S, T* slopes, int32_t* lo, T* w, T* D, con
     }
 }
 
+// The running sum dg plus the prefix sums of four values, in the scalar walk's pairs ([x0, x0+x1, (x0+x1)+x2,
+// (x0+x1)+(x2+x3)], in double), as floats; dg gains the four's total.
+inline __m128 running_prefix4(__m128 values, __m256d& dg) {
+    const __m256d zero = _mm256_setzero_pd(), x = _mm256_cvtps_pd(values);
+    // [x0, x0+x1, x1+x2, x2+x3]: x plus x shifted up a lane (lane 0 adds 0)
+    const __m256d y = _mm256_add_pd(x, _mm256_blend_pd(_mm256_permute4x64_pd(x, 0x90), zero, 0x1));
+    // lanes 2 and 3 add y's lane 1 to x's lane 2 and y's lane 3
+    const __m256d z = _mm256_add_pd(_mm256_blend_pd(y, x, 0x4),
+                                    _mm256_blend_pd(_mm256_permute4x64_pd(y, 0x55), zero, 0x3));
+    const __m128 sums = _mm256_cvtpd_ps(_mm256_add_pd(dg, z));
+    dg = _mm256_add_pd(dg, _mm256_permute4x64_pd(z, 0xFF));
+    return sums;
+}
+
+// One row's G = a (dA - delta) and its parts for the table, (1 - w) G (to T[lo]) and w G (to T[lo + 1]), written
+// over w and D, which are spent; returns G D (for the gate's gradient).
+template <typename T>
+inline T gradient_parts(int64_t j, const T* a, T* gr, T delta, T* w, T* D) {
+    const T G = a[j] * (gr[j] - delta), upper = w[j] * G, GD = G * D[j];
+    gr[j] = G;
+    w[j] = G - upper;
+    D[j] = upper;
+    return GD;
+}
+
+// One row's gradient of the common argument s q.k: gr[j] = G_j + dg_j g_j (1 - g_j), dg_j the prefix sum of G D
+// over keys <= j, summed in double four keys a step as in suffix_positions; w and D become the table's parts.
+template <typename T>
+inline void gate_gradient_row(int64_t m, const T* a, T* gr, T delta, T* w, T* D, const T* slopes) {
+    double dg = 0;
+    int64_t j = 0;
+    for (; j + 4 <= m; j += 4) {
+        const double x0 = gradient_parts(j, a, gr, delta, w, D);
+        const double x01 = x0 + gradient_parts(j + 1, a, gr, delta, w, D);
+        const double x2 = gradient_parts(j + 2, a, gr, delta, w, D), x012 = x01 + x2;
+        const double x0123 = x01 + (x2 + gradient_parts(j + 3, a, gr, delta, w, D));
+        gr[j] = std::fma(T(dg + x0), slopes[j], gr[j]);
+        gr[j + 1] = std::fma(T(dg + x01), slopes[j + 1], gr[j + 1]);
+        gr[j + 2] = std::fma(T(dg + x012), slopes[j + 2], gr[j + 2]);
+        gr[j + 3] = std::fma(T(dg + x0123), slopes[j + 3], gr[j + 3]);
+        dg += x0123;
+    }
+    for (; j < m; ++j) {
+        dg += gradient_parts(j, a, gr, delta, w, D);
+        gr[j] = std::fma(T(dg), slopes[j], gr[j]);
+    }
+}
+
+// The same for fp32, eight keys at a time (the prefix sums in the same pairs, so to the same bits), then the rest.
+inline void gate_gradient_row(int64_t m, const float* a, float* gr, float delta, float* w, float* D,
+                              const float* slopes) {
+    const __m256 centre = _mm256_set1_ps(delta);
+    __m256d dg = _mm256_setzero_pd();
+    int64_t j = 0;
+    for (; j + 8 <= m; j += 8) {
+        const __m256 G = _mm256_mul_ps(_mm256_loadu_ps(a + j), _mm256_sub_ps(_mm256_loadu_ps(gr + j), centre));
+        const __m256 upper = _mm256_mul_ps(_mm256_loadu_ps(w + j), G), GD = _mm256_mul_ps(G, _mm256_loadu_ps(D + j));
+        _mm256_storeu_ps(w + j, _mm256_sub_ps(G, upper));
+        _mm256_storeu_ps(D + j, upper);
+        const __m128 low = running_prefix4(_mm256_castps256_ps128(GD), dg);
+        const __m128 high = running_prefix4(_mm256_extractf128_ps(GD, 1), dg);
+        _mm256_storeu_ps(gr + j, _mm256_fmadd_ps(_mm256_set_m128(high, low), _mm256_loadu_ps(slopes + j), G));
+    }
+    double sum = _mm256_cvtsd_f64(dg);
+    for (; j < m; ++j) {
+        sum += gradient_parts(j, a, gr, delta, w, D);
+        gr[j] = std::fma(float(sum), slopes[j], gr[j]);
+    }
+}
+
+// One row's table gradient dt (zeroed here): key j adds its parts to dt[lo_j] and dt[lo_j + 1]. Neighbouring keys
+// share lo (it falls by 0 or 1 a key), so one walk waits on each add's store before the next add reads it back; the
+// row's quarters are walked side by side, four such chains at once (neighbouring quarters meet at one entry at most,
+// whose sum is then formed in another order). (Tried: four rows side by side, each row's sums in key order: 1.2x
+// slower than one row at a time.)
+template <typename T>
+inline void table_gradient_row(int64_t m, const int32_t* lo, const T* lower, const T* upper, T* dt, int64_t tcols) {
+    std::fill(dt, dt + tcols, T(0));
+    const auto add = [&](int64_t j) {
+        dt[lo[j]] += lower[j];
+        dt[lo[j] + 1] += upper[j];
+    };
+    const int64_t quarter = m / 4;
+    for (int64_t j = 0; j < quarter; ++j) {
+        add(j);
+        add(quarter + j);
+        add(2 * quarter + j);
+        add(3 * quarter + j);
+    }
+    for (int64_t j = 4 * quarter; j < m; ++j) add(j);
+}
+
 // Backward, second half. On entry grad holds dA = dO v^T (dropout's mask applied); on exit the gradient of the
 // gate logits' and scores' common argument s q.k: G + dg g (1 - g), with G = a (dA - delta) and dg_it the prefix
-// sum over j <= t of G_ij D_ij. dtable (rows, tcols) receives each row's (1 - w) G at lo and w G at lo + 1.
+// sum over j <= t of G_ij D_ij. dtable (rows, tcols) receives each row's (1 - w) G at lo and w G at lo + 1; w and
+// D are spent (they hold those two parts on exit).
 // (Tried: four copies of the row of dT, key j adding into copy j mod 4, so that neighbours sharing lo do not wait
 // on each other's stores: 1.2x slower, the copies' zeroing and sum costing more than the waits.)
 template <typename T>
-void gradient_rows(const Tile& t, const T* A, T* grad, const T* delta, const int32_t* lo, const T* w, const T* D,
+void gradient_rows(const Tile& t, const T* A, T* grad, const T* delta, const int32_t* lo, T* w, T* D,
                    const T* slopes, T* dtable) {
     for (int64_t row = 0; row < t.rows; ++row) {
-        const int64_t i = t.query(row), m = i + 1, at = row * t.n;
-        const T *a = A + at, *wr = w + at, *d = D + at, *sl = slopes + at;
-        const int32_t* l = lo + at;
-        T *gr = grad + at, *dt = dtable + row * t.tcols;
-        for (int64_t c = 0; c < t.tcols; ++c) dt[c] = 0;
-        const auto key = [&](int64_t j) {  // G_ij, scattered to the table; returns G_ij D_ij
-            const T G = a[j] * (gr[j] - delta[row]), upper = wr[j] * G;
-            dt[l[j]] += G - upper;
-            dt[l[j] + 1] += upper;
-            gr[j] = G;
-            return double(G * d[j]);
-        };
-        double dg = 0;  // the prefix sums in double, four keys a step as in suffix_positions
-        int64_t j = 0;
-        for (; j + 4 <= m; j += 4) {
-            const double x0 = key(j), x01 = x0 + key(j + 1), x2 = key(j + 2), x012 = x01 + x2;
-            const double x0123 = x01 + (x2 + key(j + 3));
-            gr[j] += T(dg + x0) * sl[j];
-            gr[j + 1] += T(dg + x01) * sl[j + 1];
-            gr[j + 2] += T(dg + x012) * sl[j + 2];
-            gr[j + 3] += T(dg + x0123) * sl[j + 3];
-            dg += x0123;
-        }
-        for (; j < m; ++j) {
-            dg += key(j);
-            gr[j] += T(dg) * sl[j];
-        }
-        for (int64_t k = m; k < t.n; ++k) gr[k] = 0;
+        const int64_t m = t.query(row) + 1, at = row * t.n;
+        gate_gradient_row(m, A + at, grad + at, delta[row], w + at, D + at, slopes + at);
+        table_gradient_row(m, lo + at, w + at, D + at, dtable + row * t.tcols, t.tcols);
+        for (int64_t k = m; k < t.n; ++k) grad[at + k] = 0;
     }
 }
 
@@ -292,7 +388,7 @@ void gradient_rows(const Tile& t, const T* A, T* grad, const T* delta, const int
         recompute_rows<T>({rows, R, n, tcols, r0, last}, S, slopes, lo, w, D, table, lse, static_cast<T>(floor)); \
     }                                                                                                             \
     extern "C" void cope_gradient_rows_##suffix(const T* A, T* grad, const T* delta, const int32_t* lo,           \
-                                                const T* w, const T* D, const T* slopes, T* dtable, int64_t rows, \
+                                                T* w, T* D, const T* slopes, T* dtable, int64_t rows, \
                                                 int64_t R, int64_t n, int64_t tcols, int64_t r0) {                \
         gradient_rows<T>({rows, R, n, tcols, r0, 0}, A, grad, delta, lo, w, D, slopes, dtable);                  \
     }

@@ -1,4 +1,4 @@
-"""CoPE's fused row chain on the CPU (revision 3, issue 67): cope_rows.cpp, built once per machine by models.native
+"""CoPE's fused row chain on the CPU (revisions 3-4, issue 67): cope_rows.cpp, built once per machine by models.native
 and called through ctypes for each tile of models/encodings/cope.py, whose module docstring gives the chain, the
 tiles and their buffers. Each function here takes the tile's workspace (cope._Workspace), does the tile's products
 in PyTorch and hands the elementwise work between them to the kernel."""
@@ -15,7 +15,7 @@ import torch
 from models import native
 
 SOURCE = Path(__file__).with_name("cope_rows.cpp")
-FLAGS = ("-mavx2", "-mfma")
+FLAGS = ("-mavx2", "-mfma", "-ffp-contract=off")
 REACH_MARGIN = 1e-3  # relative: a row's total of gates, summed in another order, bounds its positions past rounding
 
 
