@@ -31,8 +31,8 @@ each hold at most six float buffers (compute dtype) and one int64 index at once,
   backward  the same, and 5: g (1 - g), kept from the gates; then 0: attention a -> scattered table gradient;
             1: (1 - w) G; 2: G, the gradient of the scores; 3: w G; 4: D[lo] -> dp -> dg.
   fused     forward 0: scores -> exp; 1: gates; 2: table logits; 3, 4: each row's max and sum. Backward 0: a;
-            5: gates -> g (1 - g); 1: w; 4: D[lo]; 2: table logits -> dA -> the logits' gradient; 3: dT; the
-            index buffer holds lo as int32.
+            5: gates -> g (1 - g); 1: w -> (1 - w) G; 4: D[lo] -> w G; 2: table logits -> dA -> the logits'
+            gradient; 3: dT; the index buffer holds lo as int32.
 So beyond the scores a tile holds five float buffers and the index (seven fp32-sized blocks of R x (n + 2) per
 slice), and at any T the whole workspace stays within `tile_bytes`. Nothing of size T x T survives a tile.
 
