@@ -368,3 +368,46 @@ def test_a_run_records_the_route_it_took(monkeypatch):
     monkeypatch.setattr(cope_module, "rows_kernel", lambda device, dtype: None)
     assert cope.describe()["cpu_route"].startswith("PyTorch operators (")
     assert cope.describe()["revision"] == 4
+
+
+@pytest.mark.parametrize("last", [1000, 40])
+def test_fp32_positions_equal_the_scalar_walk(last):
+    """The fp32 suffix sums run four keys a step in vector lanes of doubles (cope_rows.cpp, suffix_positions): every
+    position must be the float of the scalar walk's double sums, p_j from the query down, four keys a step as
+    sum + g0, sum + (g0 + g1), sum + ((g0 + g1) + g2), sum + ((g0 + g1) + (g2 + g3)), then one key a step, each
+    clamped at `last` (40: past a third of the row), read back from the recomputation's lo and w. Exact, so a lane
+    out of place, a key of the tail missed or a clamp gone fails (another order of the double sums would not: the
+    orders differ below float precision)."""
+    fused_kernel_or_skip()
+    rows = cope_module.rows_kernel(torch.device("cpu"), torch.float32)
+    m = 103  # 25 steps of four keys and three keys one at a time
+    gates = torch.rand(m, generator=torch.Generator().manual_seed(3), dtype=torch.float32)
+    expected, total = [0.0] * m, 0.0
+    g = [float(x) for x in gates]
+
+    def put(j, value):
+        expected[j] = value if value < last else float(last)
+
+    j = m - 1
+    while j >= 3:
+        g01 = g[j] + g[j - 1]
+        g0123 = g01 + (g[j - 2] + g[j - 3])
+        put(j, total + g[j])
+        put(j - 1, total + g01)
+        put(j - 2, total + (g01 + g[j - 2]))
+        put(j - 3, total + g0123)
+        total += g0123
+        j -= 4
+    while j >= 0:
+        total += g[j]
+        put(j, total)
+        j -= 1
+    tcols = m + 2
+    S, D = torch.zeros(m), torch.zeros(m)
+    slopes, w, lo = gates.clone(), torch.zeros(m), torch.zeros(m, dtype=torch.int32)
+    table, lse = torch.zeros(tcols), torch.zeros(1)
+    buffers = cope_rows._address(S, slopes, lo, w, D, table, lse)
+    shape = [cope_rows.ctypes.c_int64(x) for x in (1, 1, m, tcols, m - 1, last)]
+    cope_rows._entry(rows, "cope_recompute_rows", torch.float32)(*buffers, *shape, cope_rows.ctypes.c_double(-80.0))
+    got = lo.float() + w  # exact: w = p - floor(p) holds p's fraction bits
+    assert torch.equal(got, torch.tensor(expected, dtype=torch.float32))
