@@ -125,7 +125,7 @@ inline void suffix_positions(const T* gates, T* p, int64_t i, int64_t last) {
 }
 
 // The same for fp32 gates, four keys a step in AVX2 lanes of doubles, summed in exactly the pairs above (the same
-// bits as the scalar walk, checked when written): lanes [g(j-3), g(j-2), g(j-1), g(j)] become their suffix sums
+// floats as the scalar walk: tests/test_cope.py): lanes [g(j-3), g(j-2), g(j-1), g(j)] become their suffix sums
 // [(a+b)+(c+d), b+(c+d), c+d, d] in two steps, and the running sum, a vector of one value, gains the step's total
 // off the positions' path.
 inline void suffix_positions(const float* gates, float* p, int64_t i, int64_t last) {
