@@ -334,8 +334,9 @@ inline void gate_gradient_row(int64_t m, const float* a, float* gr, float delta,
 // One row's table gradient dt (zeroed here): key j adds its parts to dt[lo_j] and dt[lo_j + 1]. Neighbouring keys
 // share lo (it falls by 0 or 1 a key), so one walk waits on each add's store before the next add reads it back; the
 // row's quarters are walked side by side, four such chains at once (neighbouring quarters meet at one entry at most,
-// whose sum is then formed in another order). (Tried: four rows side by side, each row's sums in key order: 1.2x
-// slower than one row at a time.)
+// whose sum is then formed in another order). Tried: four rows side by side, each row's sums in key order (1.2x
+// slower than one row at a time); four copies of the row of dT, key j adding into copy j mod 4 (1.2x slower, the
+// copies' zeroing and sum costing more than the waits).
 template <typename T>
 inline void table_gradient_row(int64_t m, const int32_t* lo, const T* lower, const T* upper, T* dt, int64_t tcols) {
     std::fill(dt, dt + tcols, T(0));
@@ -357,8 +358,6 @@ inline void table_gradient_row(int64_t m, const int32_t* lo, const T* lower, con
 // gate logits' and scores' common argument s q.k: G + dg g (1 - g), with G = a (dA - delta) and dg_it the prefix
 // sum over j <= t of G_ij D_ij. dtable (rows, tcols) receives each row's (1 - w) G at lo and w G at lo + 1; w and
 // D are spent (they hold those two parts on exit).
-// (Tried: four copies of the row of dT, key j adding into copy j mod 4, so that neighbours sharing lo do not wait
-// on each other's stores: 1.2x slower, the copies' zeroing and sum costing more than the waits.)
 template <typename T>
 void gradient_rows(const Tile& t, const T* A, T* grad, const T* delta, const int32_t* lo, T* w, T* D,
                    const T* slopes, T* dtable) {
