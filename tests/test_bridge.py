@@ -12,6 +12,7 @@ import pytest
 
 from pipelines.compare import main as compare_main
 from pipelines.runs.published_export import export_study
+from tests.browser import unpacked
 from tests.run_fixtures import lm_domain, read_csv, section
 
 X = np.array([0.9, 1.7, 1.2, 2.6])  # jsb's four test examples
@@ -101,7 +102,8 @@ def test_the_page_keeps_the_bridged_runs_apart_and_says_what_the_bridge_ranks(st
     tmp_path, jsb, patterns, maestro = studies
     _, out = _compare(tmp_path, "--with", jsb, maestro, "--bridge", patterns)
     page = (out / "index.html").read_text()
-    assert "jsb-patterns/irope/seed0" in page and "jsb/nope/seed0" in page
+    labels = {run["label"]: run["domain"] for run in unpacked(page, "runs-data")}  # the one-run view's runs
+    assert labels["jsb-patterns/irope/seed0"] == "jsb-patterns" and labels["jsb/nope/seed0"] == "jsb"
     # the across-domains table says which ranks a bridge entered, from summary.json
     note = " ".join(page.split("<strong>jsb-patterns</strong> is jsb at other settings", 1)[1].split("</p>")[0].split())
     assert note.startswith("(model.n_layer 4 (the domain&#39;s 2)), with its own runs of <code>rope10k</code>")

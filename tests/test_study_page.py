@@ -29,7 +29,7 @@ from pipelines.report.html import INDEX, PAGE_BUDGET, vega_bundle
 from pipelines.runs.layout import TRAIN_METRICS, RunFolder, RunKey
 from pipelines.runs.metrics import RunFileError
 from pipelines.runs.train_log import read_training_curves
-from tests.browser import browser, inflated, open_page, unpacked, why_no_browser
+from tests.browser import READY_TIMEOUT_MS, browser, inflated, open_page, unpacked, why_no_browser
 from tests.run_fixtures import lm_domain, section, study, write_csv, write_positions
 from tests.test_study import _study_tree
 
@@ -326,7 +326,16 @@ def test_the_fabricated_study_page_in_a_browser(fabricated, chromium):
     jsb = summary["domains"]["jsb"]
     best = min((r for r in jsb["encodings"].values() if r["encoding"] != jsb["reference"]), key=lambda r: r["rank"])
     page.reload()
+    page.wait_for_selector("body[data-ready='true']", timeout=READY_TIMEOUT_MS, state="attached")  # the picker built
     assert page.input_value("#run-picker") == f"jsb/{best['encoding']}/seed0"
+    # the picker is built by the script from the packed runs, every run once in their order, none in the markup
+    html_text = (out / INDEX).read_text()
+    assert "<option" not in html_text.split('id="run-picker"')[1].split("</select>")[0]
+    grouped: dict[tuple, list[str]] = {}
+    for run in unpacked(html_text, "runs-data"):
+        grouped.setdefault((run["domain"], run["encoding"]), []).append(run["label"])
+    labels = [label for group in grouped.values() for label in group]
+    assert page.eval_on_selector_all("#run-picker option", "os => os.map(o => o.value)") == labels
     groups = page.eval_on_selector_all("#run-picker optgroup", "gs => gs.map(g => g.label)")
     assert "jsb / darope" in groups and len(groups) == len(set(groups))
     page.select_option("#run-picker", "jsb/darope/seed0")

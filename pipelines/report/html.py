@@ -127,15 +127,6 @@ RUN_CHART_TEXT = {
 }
 
 
-def run_groups(runs: list[dict]) -> list[dict]:
-    """The run picker's groups: one per (domain, encoding), in the records' order, each with its runs' labels."""
-    groups: dict[tuple[str, str], list[str]] = {}
-    for record in runs:
-        groups.setdefault((record["domain"], record["encoding"]), []).append(record["label"])
-    return [{"label": f"{domain} / {encoding}", "domain": domain, "runs": labels}
-            for (domain, encoding), labels in groups.items()]  # fmt: skip
-
-
 def first_run(study: Study, runs: list[dict]) -> str:
     """The run the page opens on: the first domain's best-ranked encoding's first seed, set against the reference
     (its reference's own run where no other encoding has one), else the first run."""
@@ -504,7 +495,6 @@ def study_page(study: Study, summary: dict, links: dict[str, str]) -> str:
                 **fixed,
                 **drawn,
                 header=header_facts(study, summary, runs),
-                run_groups=run_groups(runs),
                 first_run=first_run(study, runs),
                 runs_data=_packed_json(runs),
             )
