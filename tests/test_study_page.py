@@ -328,7 +328,8 @@ def test_the_fabricated_study_page_in_a_browser(fabricated, chromium):
     page.reload()
     page.wait_for_selector("body[data-ready='true']", timeout=READY_TIMEOUT_MS, state="attached")  # the picker built
     assert page.input_value("#run-picker") == f"jsb/{best['encoding']}/seed0"
-    # the picker is built by the script from the packed runs, every run once in their order, none in the markup
+    # the picker is built by the script from the packed runs, grouped by domain and encoding as first met, none in
+    # the markup
     html_text = (out / INDEX).read_text()
     assert "<option" not in html_text.split('id="run-picker"')[1].split("</select>")[0]
     grouped: dict[tuple, list[str]] = {}
